@@ -1,0 +1,3 @@
+from rlvr_cli.cli import main
+
+main()

@@ -1,0 +1,43 @@
+"""What every command shares: the consoles and parsing of list options."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from rlvr_cli.errors import UserError
+
+console = Console(stderr=True)
+"""Progress bars, tables and messages go to stderr, so stdout stays clean for data (e.g. `recipes show`)."""
+out_console = Console()
+
+
+def parse_int_list(text: str | None, option: str) -> list[int] | None:
+    """`1,2,4` -> [1, 2, 4]; a clear error naming the option otherwise."""
+    if text is None or text == "":
+        return None
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{option} {text}: expected comma-separated integers, e.g. 1,2,4,8") from None
+    if not values or any(v < 1 for v in values):
+        raise UserError(f"{option} {text}: values must be positive integers")
+    return values
+
+
+BUILTIN_TASKS = ("arithmetic", "countdown")
+
+
+def task_from_arg(arg: str):
+    """--task: a built-in task name, or a recipe (shipped name or file) whose `task` section to use."""
+    from rlvr_cli.recipe.load import load_recipe
+    from rlvr_cli.tasks import build_task
+
+    if arg in BUILTIN_TASKS:
+        return build_task(arg)
+    try:
+        recipe = load_recipe(arg)
+    except UserError as e:
+        raise UserError(
+            [f"--task {arg}: not a built-in task ({', '.join(BUILTIN_TASKS)}) nor a loadable recipe:"] + e.problems
+        ) from None
+    return build_task(recipe.task)

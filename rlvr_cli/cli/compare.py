@@ -1,0 +1,73 @@
+"""`rlvr compare`: plots, seed bands and a failure-mode diagnosis across runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from rlvr_cli.cli.common import console
+
+
+def compare(
+    runs: list[str] = typer.Argument(..., help="Run directories (or a directory of runs, e.g. runs/).", show_default=False),
+    out: str = typer.Option("compare", "--out", help="Output directory for compare.png/.svg, summary.md and summary.json."),
+    smooth: int = typer.Option(5, "--smooth", min=0, help="Centred rolling mean over N steps in the plots (0 or 1 = off). The diagnosis always uses its own robust smoothing."),
+    band: str = typer.Option("minmax", "--band", help="Band across seeds: minmax (min to max) or std (mean -+ 1 std)."),
+    label_by: str | None = typer.Option(None, "--label-by", help="Label variants by these recipe keys (comma-separated, e.g. kl.placement,clip.eps_high), or by 'name' (recipe name) or 'dir'. Default: the axes that differ."),
+) -> None:
+    """Compare runs: group seeds into variants, plot them side by side, diagnose failure modes.
+
+    Example: rlvr compare runs/grpo_s0 runs/grpo_s1 runs/dr_grpo_s0 runs/dr_grpo_s1 --out results/length
+    """
+    from rlvr_cli.compare import compare_runs
+
+    result = compare_runs(runs, Path(out), smooth=smooth, band=band, label_by=label_by)
+    summary = result.summary
+    table = Table(title=f"rlvr compare: {len(summary['runs'])} run(s), {len(summary['variants'])} variant(s)")
+    table.add_column("variant", overflow="fold", ratio=3)
+    table.add_column("seeds", justify="right")
+    table.add_column("step", justify="right")
+    table.add_column("pass@1", justify="right")
+    ks = {v["k"] for v in summary["variants"] if v["k"] is not None}
+    same_k = len(ks) == 1
+    table.add_column(f"pass@{ks.pop()}" if same_k else "pass@k", justify="right")
+    table.add_column("diagnosis", overflow="fold", ratio=2)
+    for v in summary["variants"]:
+        f = v["final"]
+        table.add_row(
+            v["label"], str(len(v["runs"])), "/".join(str(s) for s in sorted(set(v["last_steps"]))),
+            _mean(f["pass@1"]), _mean(f["pass@k"]) + (f" (k={v['k']})" if v["k"] and not same_k else ""),
+            _diagnosis_cell(v["diagnosis"]),
+        )
+    console.print(table)
+    for s in summary["skipped"]:
+        console.print(f"[yellow]skipped[/yellow] {s['path']}: {s['reason']}", highlight=False, soft_wrap=True)
+    noted = sum(len(r["warnings"]) for r in summary["runs"]) + len(summary["warnings"])
+    if noted:
+        console.print(f"{noted} warning(s): see {Path(out) / 'summary.md'}", highlight=False)
+    console.print(f"wrote {', '.join(str(p) for p in result.files)}", highlight=False, soft_wrap=True)
+
+
+def _mean(sp: dict) -> str:
+    """Mean across seeds, with the std when there are several."""
+    if not sp["n"]:
+        return "-"
+    return f"{sp['mean']:.3f}" + (f"±{sp['std']:.3f}" if sp["std"] is not None else "")
+
+
+def _diagnosis_cell(diagnosis: dict) -> str:
+    """One line per failure mode seen: `KL explosion 1/2 from 32` (red), `possible ...` (yellow)."""
+    from rlvr_cli.compare.diagnose import TITLES
+
+    lines = []
+    for mode, d in diagnosis.items():
+        n = d["detected"] + d["possible"] + d["none"] + d["n/a"]
+        steps = ",".join(str(s) for s in d["onset_steps"])
+        since = f" from {steps}" if steps else ""
+        if d["detected"]:
+            lines.append(f"[red]{TITLES[mode]} {d['detected']}/{n}{since}[/red]")
+        elif d["possible"]:
+            lines.append(f"[yellow]possible {TITLES[mode]} {d['possible']}/{n}{since}[/yellow]")
+    return "\n".join(lines) or "-"

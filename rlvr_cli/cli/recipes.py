@@ -1,0 +1,75 @@
+"""`rlvr recipes list | show | validate`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from rlvr_cli.cli.common import console
+from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.load import dump_recipe, list_shipped, load_recipe
+
+app = typer.Typer(help="List, show and validate recipes.", no_args_is_help=True)
+
+
+def _header(path: Path) -> str:
+    """First line of a recipe's header comment (its one-line description)."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        s = line.strip()
+        if s.startswith("#"):
+            return s.lstrip("#").strip()
+        if s:
+            break
+    return ""
+
+
+@app.command("list")
+def list_() -> None:
+    """List the shipped recipes with their one-line description.
+
+    Example: rlvr recipes list
+    """
+    table = Table(title="shipped recipes", show_lines=False)
+    table.add_column("name", style="bold")
+    table.add_column("description")
+    for name, path in list_shipped():
+        table.add_row(name, _header(path))
+    console.print(table)
+
+
+@app.command("show")
+def show(
+    recipe: str = typer.Argument(..., help="A shipped recipe name (e.g. dr_grpo) or a YAML file."),
+    set_: list[str] = typer.Option([], "--set", help="Override a field: --set loss.clip.eps_high=0.28 (repeatable)."),
+) -> None:
+    """Print the fully resolved recipe (every default written out) as YAML on stdout.
+
+    The output is itself a valid recipe. Example: rlvr recipes show dapo > my_dapo.yaml
+    """
+    r = load_recipe(recipe, set_)
+    typer.echo(dump_recipe(r), nl=False)
+
+
+@app.command("validate")
+def validate(
+    files: list[str] = typer.Argument(..., help="Recipe files or shipped names."),
+    set_: list[str] = typer.Option([], "--set", help="Override a field before validating (repeatable)."),
+) -> None:
+    """Validate recipes; print one line per problem (file:line: field: problem) and exit 2 if any fails.
+
+    Example: rlvr recipes validate recipes/*.yaml
+    """
+    problems: list[str] = []
+    for f in files:
+        try:
+            r = load_recipe(f, set_)
+        except UserError as e:
+            problems.extend(e.problems)
+            continue
+        console.print(f"[green]ok[/green] {f}", highlight=False)
+        for note in r.notes():
+            console.print(f"   note: {note}", highlight=False, style="dim")
+    if problems:
+        raise UserError(problems)

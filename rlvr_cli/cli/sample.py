@@ -1,0 +1,84 @@
+"""`rlvr sample`: draw responses from a model on a task's prompts into a JSONL file."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rlvr_cli.cli.common import console, task_from_arg
+from rlvr_cli.errors import UserError
+
+
+def sample(
+    model: str = typer.Argument(..., help="MODEL: builtin:tiny, a run or checkpoint directory, or a HF id/path."),
+    task: str = typer.Option("arithmetic", "--task", help="Built-in task (arithmetic, countdown) or a recipe whose task to use."),
+    out: str = typer.Option(..., "--out", help="Output JSONL (one line per response)."),
+    n: int = typer.Option(4, "--n", min=1, help="Responses per prompt."),
+    num_prompts: int = typer.Option(64, "--num-prompts", min=1, help="Number of prompts."),
+    split: str = typer.Option("eval", "--split", help="`eval`: the held-out prompts in order; `train`: seeded draws of training prompts."),
+    temperature: float = typer.Option(1.0, "--temperature", min=1e-6, help="Sampling temperature."),
+    top_p: float = typer.Option(1.0, "--top-p", min=1e-6, max=1.0, help="Nucleus sampling mass."),
+    top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k sampling (0 = off)."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1, help="Response length limit."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed (and the training-prompt draw)."),
+    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Sequences sampled together."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda."),
+) -> None:
+    """Sample responses (batched, KV cache) and write prompt id, prompt, reference, response, token
+    count, finish reason (eos/length) and the sampling settings per line.
+
+    Example: rlvr sample builtin:tiny --task arithmetic --n 8 --num-prompts 32 --out samples.jsonl
+    """
+    import random
+
+    from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
+    from rlvr_cli.sampling import generate
+    from rlvr_cli.tasks import encode_prompt
+    from rlvr_cli.io import atomic_write_jsonl
+
+    if split not in ("eval", "train"):
+        raise UserError(f"--split {split}: choose eval or train")
+    t = task_from_arg(task)
+    dev = resolve_device(device)
+    m, tok, resolved = load_model(model, dev)
+    _, autocast = weights_and_autocast("auto", dev)
+    if split == "eval":
+        problems = t.eval_problems()[:num_prompts]
+    else:
+        problems = t.train_problems(random.Random(seed), num_prompts)
+    flat = [(p, j) for p in problems for j in range(n)]
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(seed)
+    settings = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new_tokens,
+                "seed": seed, "n": n, "split": split}
+    rows, tokens, t0 = [], 0, time.perf_counter()
+    progress = Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+    with progress:
+        bar = progress.add_task("sampling", total=len(flat))
+        for start in range(0, len(flat), batch_size):
+            chunk = flat[start : start + batch_size]
+            res = generate(m, [encode_prompt(tok, t, p) for p, _ in chunk], max_new_tokens=max_new_tokens,
+                           eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, temperature=temperature,
+                           top_p=top_p, top_k=top_k, generator=gen, return_logprobs=False, autocast_dtype=autocast)
+            tokens += res.gen_tokens
+            for (p, j), ids, why in zip(chunk, res.response_ids, res.finish_reasons):
+                rows.append({
+                    "prompt_id": p.id, "prompt": p.prompt, "reference": p.reference,
+                    "response": tok.decode(ids, skip_special_tokens=True), "num_tokens": len(ids),
+                    "finish_reason": why, "sample_index": j, "task": t.name, "verifier": t.verifier,
+                    "model": model, "sampling": settings,
+                })
+            progress.update(bar, advance=len(chunk))
+    seconds = time.perf_counter() - t0
+    atomic_write_jsonl(out, rows)
+    table = Table(title=f"rlvr sample -> {out}")
+    for col in ("responses", "prompts", "tokens", "tokens/s", "truncated", "mean length"):
+        table.add_column(col, justify="right")
+    trunc = sum(r["finish_reason"] == "length" for r in rows)
+    table.add_row(str(len(rows)), str(len(problems)), str(tokens), f"{tokens / max(seconds, 1e-9):.0f}",
+                  f"{trunc}", f"{sum(r['num_tokens'] for r in rows) / max(1, len(rows)):.1f}")
+    console.print(table)

@@ -1,0 +1,76 @@
+"""`rlvr train`: run a recipe (RL or SFT) into a run directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from rlvr_cli.cli.common import console
+from rlvr_cli.recipe.load import load_recipe
+
+
+def _eval_files(run_dir: Path) -> list[dict]:
+    files = []
+    for f in (run_dir / "eval").glob("step_*.json"):
+        try:
+            files.append(json.loads(f.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return sorted(files, key=lambda e: e.get("step", 0))
+
+
+def closing_table(run_dir: Path) -> Table | None:
+    """Base (step 0) against the last evaluation: pass@1, pass@k at the largest k, maj@k, length."""
+    evals = _eval_files(run_dir)
+    if not evals:
+        return None
+    first, last = evals[0], evals[-1]
+    kmax = max(first["pass_at_k"], key=int)
+    table = Table(title=f"{run_dir}: step {first['step']} -> step {last['step']}")
+    table.add_column("metric")
+    table.add_column(f"step {first['step']}", justify="right")
+    table.add_column(f"step {last['step']}", justify="right")
+    table.add_column("change", justify="right")
+    rows = [("pass@1", "1", "pass_at_k"), (f"pass@{kmax}", kmax, "pass_at_k"), (f"maj@{kmax}", kmax, "maj_at_k")]
+    for label, k, key in rows:
+        a, b = first.get(key, {}).get(k), last.get(key, {}).get(k)
+        if a is not None and b is not None:
+            table.add_row(label, f"{a:.3f}", f"{b:.3f}", f"{b - a:+.3f}")
+    for key in ("len_mean", "len_correct", "len_incorrect"):
+        a, b = first.get(key), last.get(key)
+        if a is not None and b is not None:
+            table.add_row(key, f"{a:.1f}", f"{b:.1f}", f"{b - a:+.1f}")
+    return table
+
+
+def train(
+    recipe: str = typer.Argument(..., help="Recipe file or shipped recipe name."),
+    out: str | None = typer.Option(None, "--out", help="Run directory (default: OUTPUT_DIR/NAME, or OUTPUT_DIR/NAME-seedN with --seed)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a field: --set optim.lr=3e-4 (repeatable)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run directory from its last complete checkpoint."),
+    seed: int | None = typer.Option(None, "--seed", help="Override the recipe's seed."),
+) -> None:
+    """Train with a recipe (RL or SFT); writes recipe.yaml, run.json, metrics.jsonl, eval/, checkpoints/.
+
+    Example: rlvr train recipes/dr_grpo.yaml --set optim.lr=3e-4 --seed 1
+    """
+    from rlvr_cli.train.session import default_run_dir
+
+    overrides = list(set_) + ([f"seed={seed}"] if seed is not None else [])
+    r = load_recipe(recipe, overrides)
+    run_dir = Path(out) if out else default_run_dir(r, seed)
+    if r.algorithm == "sft":
+        from rlvr_cli.train.sft import train_sft
+
+        train_sft(r, run_dir, resume=resume)
+    else:
+        from rlvr_cli.train.rl import train_rl
+
+        train_rl(r, run_dir, resume=resume)
+    table = closing_table(run_dir)
+    if table is not None:
+        console.print(table)
+    console.print(f"run directory: {run_dir}", highlight=False)

@@ -1,0 +1,302 @@
+"""Read run directories (DESIGN.md §3) robustly: recipe.yaml, run.json, metrics.jsonl, eval/step_N.json.
+
+A run is readable when it has a parseable ``recipe.yaml`` (the recipe is what says which variant a run
+is) and at least one complete metrics line. Everything else degrades to a warning kept with the run:
+a corrupt metrics line is skipped, a half-written last line (a run in progress, or a crash) is ignored,
+a missing or corrupt eval file only removes that evaluation. Nothing here raises for a bad run; the
+caller gets :class:`RunUnreadable` with the reason and compares the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+RUN_MARKERS = ("recipe.yaml", "metrics.jsonl", "run.json")
+"""A directory holding any of these is taken to be a run (possibly a broken one)."""
+
+_EVAL_NAME = re.compile(r"^step_(\d+)\.json$")
+
+
+class RunUnreadable(Exception):
+    """A run that cannot be compared at all; the message is the reason shown to the user."""
+
+
+@dataclass
+class Run:
+    """One run as read from disk. ``metrics`` is indexed by step (ascending, unique) with float
+    columns (null and missing -> NaN); ``nonfinite`` has the same shape and is True exactly where the
+    log held NaN or +-Infinity (a diverged value, as opposed to a value that was not logged)."""
+
+    path: Path
+    recipe: dict
+    status: str
+    seed: int | None
+    metrics: pd.DataFrame
+    nonfinite: pd.DataFrame
+    evals: dict[int, dict] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def algorithm(self) -> str:
+        return str(self.recipe.get("algorithm", "rl"))
+
+    @property
+    def last_step(self) -> int:
+        return int(self.metrics.index.max())
+
+    def series(self, key: str) -> pd.Series | None:
+        """The logged values of ``key`` by step, or None when the run never logged it (all null)."""
+        if key not in self.metrics.columns:
+            return None
+        s = self.metrics[key]
+        if s.isna().all() and not self.nonfinite[key].any():
+            return None
+        return s
+
+
+@dataclass
+class Skipped:
+    path: str
+    reason: str
+
+
+def expand_run_dirs(paths: list[str]) -> tuple[list[Path], list[Skipped]]:
+    """Each argument is a run directory, or a directory whose immediate sub-directories are runs
+    (``rlvr compare runs/``). Duplicates (the same directory twice) are dropped, order kept."""
+    found: list[Path] = []
+    skipped: list[Skipped] = []
+    seen: set[Path] = set()
+
+    def add(p: Path) -> None:
+        key = p.resolve()
+        if key not in seen:
+            seen.add(key)
+            found.append(p)
+
+    for arg in paths:
+        p = Path(arg)
+        if not p.exists():
+            skipped.append(Skipped(arg, "does not exist"))
+        elif not p.is_dir():
+            skipped.append(Skipped(arg, "not a directory (expected a run directory)"))
+        elif any((p / m).exists() for m in RUN_MARKERS):
+            add(p)
+        else:
+            children = sorted(c for c in p.iterdir() if c.is_dir() and any((c / m).exists() for m in RUN_MARKERS))
+            if not children:
+                skipped.append(Skipped(arg, "not a run directory (no recipe.yaml, metrics.jsonl or run.json)"))
+            for c in children:
+                add(c)
+    return found, skipped
+
+
+def load_run(path: str | Path) -> Run:
+    """Read one run; raise :class:`RunUnreadable` when it cannot be compared at all."""
+    path = Path(path)
+    warnings: list[str] = []
+    recipe = _read_recipe(path)
+    info = _read_run_json(path, warnings)
+    metrics, nonfinite = _read_metrics(path, warnings)
+    evals = _read_evals(path, warnings)
+    seed = info.get("seed", recipe.get("seed"))
+    status = str(info.get("status", "unknown"))
+    if status == "failed" and info.get("error"):
+        warnings.append(f"run.json: run failed: {info['error']}")
+    return Run(
+        path=path,
+        recipe=recipe,
+        status=status,
+        seed=seed if isinstance(seed, int) else None,
+        metrics=metrics,
+        nonfinite=nonfinite,
+        evals=evals,
+        warnings=warnings,
+    )
+
+
+def load_runs(paths: list[str]) -> tuple[list[Run], list[Skipped]]:
+    """Expand and read every run; unreadable ones come back as :class:`Skipped` with the reason."""
+    dirs, skipped = expand_run_dirs(paths)
+    runs = []
+    for d in dirs:
+        try:
+            runs.append(load_run(d))
+        except RunUnreadable as e:
+            skipped.append(Skipped(str(d), str(e)))
+    return runs, skipped
+
+
+# --- the files -------------------------------------------------------------------------------------
+def _read_recipe(path: Path) -> dict:
+    f = path / "recipe.yaml"
+    if not f.is_file():
+        raise RunUnreadable("recipe.yaml missing: cannot tell which variant the run is")
+    try:
+        data = yaml.safe_load(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise RunUnreadable(f"recipe.yaml unreadable: {_one_line(e)}") from None
+    if not isinstance(data, dict):
+        raise RunUnreadable("recipe.yaml: expected a mapping of recipe fields")
+    return data
+
+
+def _read_run_json(path: Path, warnings: list[str]) -> dict:
+    f = path / "run.json"
+    if not f.is_file():
+        warnings.append("run.json missing: status unknown")
+        return {}
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        warnings.append(f"run.json unreadable ({_one_line(e)}): status unknown")
+        return {}
+    if not isinstance(data, dict):
+        warnings.append("run.json: not a JSON object; status unknown")
+        return {}
+    return data
+
+
+def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    f = path / "metrics.jsonl"
+    if not f.is_file():
+        raise RunUnreadable("metrics.jsonl missing: the run has not logged a step")
+    try:
+        text = f.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise RunUnreadable(f"metrics.jsonl unreadable: {_one_line(e)}") from None
+    lines = text.split("\n")
+    # A file that does not end in a newline has a last line still being written (or cut by a crash).
+    partial_last = lines.pop() if lines else ""
+    rows: dict[int, dict] = {}
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        row = _parse_metrics_line(line, lineno, warnings)
+        if row is not None:
+            if row["step"] in rows:
+                warnings.append(f"metrics.jsonl line {lineno}: step {row['step']} logged again; kept the later line")
+            rows[row["step"]] = row
+    if partial_last.strip():
+        try:
+            row = json.loads(partial_last)
+        except json.JSONDecodeError:
+            row = None
+        if isinstance(row, dict) and _as_step(row.get("step")) is not None:
+            rows[_as_step(row["step"])] = {**row, "step": _as_step(row["step"])}
+        else:
+            warnings.append(
+                f"metrics.jsonl line {len(lines) + 1}: incomplete last line (run in progress or cut short); ignored"
+            )
+    if not rows:
+        raise RunUnreadable("metrics.jsonl has no complete line: nothing logged yet")
+    return _to_frames(rows)
+
+
+def _parse_metrics_line(line: str, lineno: int, warnings: list[str]) -> dict | None:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        warnings.append(f"metrics.jsonl line {lineno}: not valid JSON ({e.msg}); skipped")
+        return None
+    if not isinstance(row, dict):
+        warnings.append(f"metrics.jsonl line {lineno}: not a JSON object; skipped")
+        return None
+    step = _as_step(row.get("step"))
+    if step is None:
+        warnings.append(f"metrics.jsonl line {lineno}: no integer 'step'; skipped")
+        return None
+    return {**row, "step": step}
+
+
+def _as_step(v) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+def _to_frames(rows: dict[int, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    steps = sorted(rows)
+    keys: list[str] = []
+    for s in steps:
+        keys.extend(k for k in rows[s] if k != "step" and k not in keys)
+    values = {k: [_as_float(rows[s].get(k)) for s in steps] for k in keys}
+    metrics = pd.DataFrame(values, index=pd.Index(steps, name="step"), dtype=float)
+    nonfinite = pd.DataFrame(
+        {k: [_is_nonfinite_number(rows[s].get(k)) for s in steps] for k in keys},
+        index=metrics.index,
+        dtype=bool,
+    )
+    return metrics, nonfinite
+
+
+def _as_float(v) -> float:
+    """Numbers as floats (NaN and +-inf kept); null, strings and anything else -> NaN."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    return np.nan
+
+
+def _is_nonfinite_number(v) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+def _read_evals(path: Path, warnings: list[str]) -> dict[int, dict]:
+    d = path / "eval"
+    files = sorted(
+        ((int(m.group(1)), p) for p in d.glob("step_*.json") if (m := _EVAL_NAME.match(p.name))),
+    ) if d.is_dir() else []
+    if not files:
+        warnings.append("no eval/step_N.json files: pass@k not available")
+        return {}
+    evals: dict[int, dict] = {}
+    for step, p in files:
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            warnings.append(f"eval/{p.name} unreadable ({_one_line(e)}); skipped")
+            continue
+        passk = _k_table(data.get("pass_at_k")) if isinstance(data, dict) else None
+        if not passk:
+            warnings.append(f"eval/{p.name}: no pass_at_k table; skipped")
+            continue
+        evals[step] = {**data, "pass_at_k": passk, "maj_at_k": _k_table(data.get("maj_at_k")) or {}}
+    if evals and 0 not in evals:
+        warnings.append("no base evaluation (eval/step_0.json): pass@k has no base to compare with")
+    return evals
+
+
+def _k_table(obj) -> dict[int, float] | None:
+    """{"1": 0.3, "16": 0.9} -> {1: 0.3, 16: 0.9}; entries that are not (k, number) are dropped."""
+    if not isinstance(obj, dict):
+        return None
+    out = {}
+    for k, v in obj.items():
+        try:
+            kk = int(k)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and kk >= 1:
+            out[kk] = float(v)
+    return dict(sorted(out.items()))
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())[:200]

@@ -1,0 +1,227 @@
+"""The comparison figure: aligned per-step panels, the final pass@k curve against the base, a legend.
+
+Each variant has one colour. On per-step panels the line is the mean over the seeds that logged
+that step and the band is min-max (or mean -+ std) across those seeds, after an optional centred
+rolling mean over ``smooth`` steps per seed. KL spans orders of magnitude, so its panel smooths and
+averages log10(KL): its line is the geometric mean over seeds (steps with KL <= 0 are not drawn). Non-finite values are not
+drawn; an ``x`` at the top of a panel marks the first step where a run logged one. Runs in progress
+are drawn up to their last complete line. Drawn with the Agg canvas, never a GUI backend.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.transforms import blended_transform_factory
+
+from rlvr_cli.compare.load import Run
+from rlvr_cli.compare.series import across_seeds, finite, rolling_mean
+from rlvr_cli.compare.variants import Variant
+from rlvr_cli.io import atomic_write_text
+
+STEP_PANELS = [
+    # (title, [(metric, linestyle, legend name)], log y)
+    ("reward and accuracy", [("reward_mean", "-", "reward (train)"), ("accuracy", "--", "accuracy (train)")], False),
+    ("KL to reference (nats/token)", [("kl_mean", "-", "mean"), ("kl_max", "--", "max")], True),
+    ("entropy (nats/token)", [("entropy", "-", "entropy")], False),
+    ("response length (tokens)", [("len_correct", "-", "correct"), ("len_incorrect", "--", "incorrect")], False),
+    ("clip fraction", [("clip_low_frac", "-", "low (1-eps_low)"), ("clip_high_frac", "--", "high (1+eps_high)")], False),
+    ("groups without signal", [("zero_std_frac", "-", "zero spread"), ("filtered_frac", "--", "filtered")], False),
+]
+BAND_ALPHA = 0.18
+
+
+def make_figure(variants: list[Variant], smooth: int = 5, band: str = "minmax") -> Figure:
+    """Build the figure (not saved): 6 per-step panels, the pass@k panel and a legend panel."""
+    fig = Figure(figsize=(13, 15), layout="constrained")
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(4, 2)
+    colors = _colors(len(variants))
+    first = None
+    for i, (title, metrics, log) in enumerate(STEP_PANELS):
+        ax = fig.add_subplot(grid[i // 2, i % 2], sharex=first)
+        first = first or ax
+        _step_panel(ax, variants, colors, title, metrics, log, smooth, band)
+        if i == 0:
+            _eval_pass1(ax, variants, colors)
+    _passk_panel(fig.add_subplot(grid[3, 0]), variants, colors, band)
+    _legend_panel(fig.add_subplot(grid[3, 1]), variants, colors, smooth, band)
+    return fig
+
+
+def save_figure(fig: Figure, out_dir: Path, stem: str = "compare") -> list[Path]:
+    """Write ``stem.png`` and ``stem.svg`` atomically; return their paths."""
+    png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    _atomic_write_bytes(png, buf.getvalue())
+    fig.set_layout_engine("none")  # keep the layout the PNG computed: the SVG then draws once, not twice
+    text = io.StringIO()
+    fig.savefig(text, format="svg")
+    atomic_write_text(svg, text.getvalue())
+    return [png, svg]
+
+
+# --- panels ----------------------------------------------------------------------------------------
+def _step_panel(ax, variants, colors, title, metrics, log, smooth, band) -> None:
+    drawn = False
+    for v, color in zip(variants, colors):
+        for key, style, _ in metrics:
+            per_seed = [_prepared(r, key, log, smooth) for r in v.runs]
+            per_seed = [s for s in per_seed if s is not None and not s.empty]
+            if not per_seed:
+                continue
+            agg = across_seeds(per_seed, band)
+            if log:
+                agg[["mean", "lo", "hi"]] = 10.0 ** agg[["mean", "lo", "hi"]]
+            ax.plot(agg.index, agg["mean"], color=color, linestyle=style, linewidth=1.4)
+            ax.fill_between(agg.index, agg["lo"], agg["hi"], color=color, alpha=BAND_ALPHA, linewidth=0)
+            drawn = True
+        _mark_nonfinite(ax, v.runs, [m[0] for m in metrics], color)
+    if log and drawn:
+        ax.set_yscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    if len(metrics) > 1:
+        ax.legend(handles=[Line2D([], [], color="0.3", linestyle=s, label=n) for _, s, n in metrics],
+                  fontsize=8, loc="best", framealpha=0.6)
+    if not drawn:
+        ax.text(0.5, 0.5, "not logged by these runs", transform=ax.transAxes, ha="center", va="center", color="0.5")
+
+
+def _prepared(run: Run, key: str, log: bool, smooth: int) -> pd.Series | None:
+    """The run's series for plotting: finite values only, log10 of positive ones on log panels
+    (smoothing a quantity that spans orders of magnitude is done in log space), smoothed."""
+    s = run.series(key)
+    if s is None:
+        return None
+    s = finite(s)
+    if log:
+        s = np.log10(s[s > 0])
+    return rolling_mean(s, smooth)
+
+
+def _mark_nonfinite(ax, runs: list[Run], keys: list[str], color) -> None:
+    steps = [int(r.nonfinite[k][r.nonfinite[k]].index[0]) for r in runs for k in keys
+             if k in r.nonfinite.columns and r.nonfinite[k].any()]
+    if steps:
+        trans = blended_transform_factory(ax.transData, ax.transAxes)
+        ax.plot([min(steps)], [0.97], marker="x", markersize=9, color=color, transform=trans, clip_on=False)
+
+
+def _eval_pass1(ax, variants, colors) -> None:
+    """Held-out pass@1 at the eval points, as dots on the reward/accuracy panel."""
+    for v, color in zip(variants, colors):
+        per_seed = [pd.Series({st: e["pass_at_k"][1] for st, e in r.evals.items() if 1 in e["pass_at_k"]}, dtype=float)
+                    for r in v.runs]
+        per_seed = [s for s in per_seed if not s.empty]
+        if per_seed:
+            agg = across_seeds(per_seed, "minmax")
+            ax.plot(agg.index, agg["mean"], color=color, linestyle=":", marker="o", markersize=3.5, linewidth=0.8)
+
+
+def _passk_panel(ax, variants, colors, band) -> None:
+    """Each variant's pass@k at its runs' last eval (mean and band over seeds) against step 0."""
+    drawn = False
+    ks: set[int] = set()
+    bases: dict[str, list[pd.Series]] = {}
+    for v, color in zip(variants, colors):
+        finals = [_curve(r.evals[max(r.evals)]) for r in v.runs if r.evals and max(r.evals) > 0]
+        if finals:
+            agg = across_seeds(finals, band)
+            ks.update(int(k) for k in agg.index)
+            ax.plot(agg.index, agg["mean"], color=color, marker="o", markersize=3.5, linewidth=1.4)
+            ax.fill_between(agg.index, agg["lo"], agg["hi"], color=color, alpha=BAND_ALPHA, linewidth=0)
+            drawn = True
+        for r in v.runs:
+            if 0 in r.evals:
+                bases.setdefault(_base_identity(r), []).append(_curve(r.evals[0]))
+    for i, (ident, curves) in enumerate(bases.items()):
+        agg = across_seeds(curves, "minmax")
+        label = "base (step 0)" if len(bases) == 1 else f"base {textwrap.shorten(ident, 40)}"
+        ax.plot(agg.index, agg["mean"], color="black", linestyle=["--", ":", "-."][i % 3], linewidth=1.2, label=label)
+        ks.update(int(k) for k in agg.index)
+        drawn = True
+    ax.set_title("pass@k at the last eval vs the base model", fontsize=10)
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass@k")
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(ks), [str(k) for k in sorted(ks)])
+        ax.minorticks_off()
+        ax.legend(fontsize=8, loc="lower right")
+    else:
+        ax.text(0.5, 0.5, "no eval files", transform=ax.transAxes, ha="center", va="center", color="0.5")
+
+
+def _curve(ev: dict) -> pd.Series:
+    return pd.Series(ev["pass_at_k"], dtype=float).sort_index()
+
+
+def _base_identity(run: Run) -> str:
+    """Runs whose base evaluations can be pooled: same initial model and same eval settings."""
+    model = run.recipe.get("model", {}) if isinstance(run.recipe.get("model"), dict) else {}
+    ev = run.recipe.get("eval", {}) if isinstance(run.recipe.get("eval"), dict) else {}
+    keys = ("n", "num_prompts", "temperature", "top_p", "max_new_tokens", "seed")
+    return f"{model.get('name')} " + " ".join(f"{k}={ev.get(k)}" for k in keys)
+
+
+def _legend_panel(ax, variants, colors, smooth, band) -> None:
+    ax.axis("off")
+    handles = []
+    for v, color in zip(variants, colors):
+        steps = sorted({r.last_step for r in v.runs})
+        running = sum(r.status == "running" for r in v.runs)
+        evals = sorted({max(r.evals) for r in v.runs if r.evals})
+        info = f"{len(v.runs)} seed{'s' if len(v.runs) > 1 else ''}, step {_span(steps)}"
+        if evals:
+            info += f", last eval {_span(evals)}"
+        if running:
+            info += f", {running} running"
+        handles.append(Line2D([], [], color=color, linewidth=3, label=textwrap.fill(f"{v.label}  [{info}]", 70)))
+    handles += [
+        Line2D([], [], color="0.3", linestyle=":", marker="o", markersize=3.5, label="held-out pass@1 (eval files)"),
+        Line2D([], [], color="0.3", linestyle="", marker="x", markersize=8, label="first non-finite value"),
+    ]
+    ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False)
+    band_text = "min-max" if band == "minmax" else "mean -+ 1 std (ddof=1)"
+    smooth_text = f"centred rolling mean over {smooth} steps" if smooth > 1 else "no smoothing"
+    ax.text(0.0, 0.02, f"lines: mean over seeds; bands: {band_text} across seeds; {smooth_text}",
+            transform=ax.transAxes, fontsize=8, color="0.3", va="bottom")
+
+
+def _span(values: list[int]) -> str:
+    return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
+
+
+def _colors(n: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Binary sibling of rlvr_cli.io.atomic_write_text (temp file in the same dir, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

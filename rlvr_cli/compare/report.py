@@ -1,0 +1,74 @@
+"""`compare_runs`: read runs, group them into variants, diagnose, draw, and write the summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlvr_cli.compare.diagnose import Verdict, diagnose
+from rlvr_cli.compare.load import Skipped, load_runs
+from rlvr_cli.compare.plot import make_figure, save_figure
+from rlvr_cli.compare.summary import build_summary, render_markdown
+from rlvr_cli.compare.variants import Variant, differing_axes, flatten, group_variants, short_names
+from rlvr_cli.errors import UserError
+from rlvr_cli.io import atomic_write_json, atomic_write_text
+
+MEASUREMENT_KEYS = ("eval.n", "eval.num_prompts", "eval.temperature", "eval.top_p", "eval.max_new_tokens",
+                    "eval.seed", "task.name", "task.num_eval", "task.split_seed")
+"""Recipe keys that change what pass@k measures; when they differ between variants, say so."""
+BANDS = ("minmax", "std")
+
+
+@dataclass
+class CompareResult:
+    variants: list[Variant]
+    verdicts: dict[str, dict[str, Verdict]]
+    skipped: list[Skipped]
+    summary: dict
+    files: list[Path]
+
+
+def compare_runs(paths: list[str], out_dir: str | Path, smooth: int = 5, band: str = "minmax",
+                 label_by: str | None = None) -> CompareResult:
+    """Compare the runs under ``paths``; write compare.png/.svg, summary.json and summary.md to ``out_dir``.
+
+    A run that cannot be read is skipped with its reason; when none can, :class:`UserError` names each
+    argument and why (the CLI exits 2)."""
+    if band not in BANDS:
+        raise UserError(f"--band {band}: expected one of {', '.join(BANDS)}")
+    if smooth < 0:
+        raise UserError(f"--smooth {smooth}: expected 0 (off) or a window of steps >= 1")
+    runs, skipped = load_runs(paths)
+    if not runs:
+        problems = [f"{s.path}: {s.reason}" for s in skipped] or ["no run directories given"]
+        raise UserError(["rlvr compare: no readable run"] + problems)
+    variants = group_variants(runs, label_by)
+    verdicts = {str(r.path): diagnose(r) for v in variants for r in v.runs}
+    out = Path(out_dir)
+    fig = make_figure(variants, smooth=smooth, band=band)
+    files = save_figure(fig, out)
+    summary = build_summary(
+        variants, verdicts, skipped, axes=differing_axes(variants),
+        settings={"smooth": smooth, "band": band, "label_by": label_by},
+        warnings=comparability_warnings(variants), figures=[f.name for f in files], out_dir=str(out),
+    )
+    atomic_write_json(out / "summary.json", summary)
+    atomic_write_text(out / "summary.md", render_markdown(summary))
+    return CompareResult(variants, verdicts, skipped, summary, files + [out / "summary.json", out / "summary.md"])
+
+
+def comparability_warnings(variants: list[Variant]) -> list[str]:
+    """Differences that make the comparison unequal: evaluation settings, RL next to SFT, base models."""
+    warnings = []
+    axes = differing_axes(variants)
+    measured = [k for k in axes if k in MEASUREMENT_KEYS]
+    if measured:
+        names = ", ".join(short_names(axes)[k] for k in measured)
+        warnings.append(f"pass@k is measured differently across variants ({names}): compare those numbers with care")
+    algorithms = {str(v.runs[0].recipe.get("algorithm", "rl")) for v in variants}
+    if len(algorithms) > 1:
+        warnings.append("RL and SFT runs are compared together: SFT runs log no RL metrics and appear only where data exists")
+    models = {str(flatten(v.runs[0].recipe).get("model.name")) for v in variants}
+    if len(models) > 1:
+        warnings.append(f"variants start from different models ({', '.join(sorted(models))}): each has its own base curve")
+    return warnings

@@ -1,0 +1,205 @@
+"""summary.json (for scripts) and summary.md (for people), the second rendered from the first.
+
+Final numbers of a run: training metrics (accuracy, len_mean, kl_mean, entropy) are the median of
+the last FINAL_STEPS logged steps (one noisy step does not decide them); pass@1 and pass@k come from
+the run's last eval file, at the largest k of that file. A variant reports each number across its
+seeds as {mean, std (ddof=1, null with one seed), min, max, n, nonfinite}. JSON is strict: a NaN or
+infinite value is written as null (``nonfinite`` counts them; the diagnosis says what happened).
+
+summary.json, schema_version 1::
+
+    {"schema_version": 1, "created": ISO time, "out_dir": str,
+     "settings": {"smooth": int, "band": "minmax"|"std", "label_by": str|null, "final_steps": int},
+     "axes": [dotted recipe keys that differ between variants],
+     "variants": [{"label": str, "axes": {key: value}, "runs": [path], "seeds": [int|null],
+                   "last_steps": [int], "k": int|null,
+                   "final": {"accuracy"|"pass@1"|"pass@k"|"len_mean"|"kl_mean"|"entropy": SPREAD},
+                   "base": {"pass@1": SPREAD, "pass@k": SPREAD},
+                   "diagnosis": {MODE: {"detected": n, "possible": n, "none": n, "n/a": n,
+                                        "onset_steps": [int]}}}],
+     "runs": [{"path": str, "name": str, "variant": label, "seed": int|null, "status": str,
+               "last_step": int, "eval_steps": [int], "warnings": [str],
+               "final": {"accuracy", "len_mean", "kl_mean", "entropy", "pass@1", "pass@k": number|null,
+                         "k": int|null, "eval_step": int|null},
+               "diagnosis": {MODE: {"status": "detected"|"possible"|"none"|"n/a",
+                                    "onset_step": int|null, "message": str, "evidence": {name: number|null}}}}],
+     "skipped": [{"path": str, "reason": str}], "warnings": [str],
+     "rules": {MODE: rule text}, "thresholds": {CONSTANT: number}, "figures": [file name]}
+
+    SPREAD = {"mean", "std", "min", "max": number|null, "n": int, "nonfinite": int}
+    MODE = "kl_explosion" | "entropy_collapse" | "length_inflation"
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import inspect
+import math
+
+from rlvr_cli.compare import diagnose as dg
+from rlvr_cli.compare.load import Run, Skipped
+from rlvr_cli.compare.series import spread, tail_level
+from rlvr_cli.compare.variants import Variant, format_value
+
+FINAL_STEPS = 10
+"""Training metrics are reported as the median of the last 10 logged steps."""
+TRAIN_FINALS = ("accuracy", "len_mean", "kl_mean", "entropy")
+TABLE_COLUMNS = ("accuracy", "pass@1", "pass@k", "len_mean", "kl_mean", "entropy")
+RULES = {"kl_explosion": dg.kl_explosion, "entropy_collapse": dg.entropy_collapse,
+         "length_inflation": dg.length_inflation}
+THRESHOLDS = ("DIAG_SMOOTH_STEPS", "START_STEPS", "PERSIST_STEPS", "KL_RISE_FACTOR", "KL_ONSET_FACTOR",
+              "KL_MEAN_FLOOR", "KL_MAX_FLOOR", "KL_NONFINITE_STEPS", "ENTROPY_COLLAPSE_FRACTION",
+              "PASSK_TOLERANCE", "LEN_GROWTH_FACTOR", "LEN_MIN_GROWTH_TOKENS", "LEN_ONSET_FACTOR", "ACC_MIN_GAIN")
+
+
+def run_finals(run: Run, k: int | None = None) -> dict:
+    """A run's final numbers (module rule); pass@k at ``k`` or at the largest k of its last eval."""
+    out: dict = {}
+    for key in TRAIN_FINALS:
+        s = run.series(key)
+        out[key] = tail_level(s, FINAL_STEPS, run.nonfinite[key]) if s is not None else None
+    later = [st for st in run.evals if st > 0]
+    last = run.evals[max(later)]["pass_at_k"] if later else None
+    out["eval_step"] = max(later) if later else None
+    out["pass@1"] = last.get(1) if last else None
+    out["k"] = (k if k is not None else max(last)) if last else None
+    out["pass@k"] = last.get(out["k"]) if last else None
+    return out
+
+
+def variant_k(v: Variant) -> int | None:
+    """The largest k present in the last eval of every run of the variant that has one."""
+    tables = [set(r.evals[max(r.evals)]["pass_at_k"]) for r in v.runs if any(st > 0 for st in r.evals)]
+    common = set.intersection(*tables) if tables else set()
+    return max(common) if common else None
+
+
+def build_summary(variants: list[Variant], verdicts: dict[str, dict[str, dg.Verdict]], skipped: list[Skipped],
+                  axes: list[str], settings: dict, warnings: list[str], figures: list[str], out_dir: str) -> dict:
+    """The summary.json object (schema in the module docstring); ``verdicts`` is keyed by run path."""
+    out_variants, out_runs = [], []
+    for v in variants:
+        k = variant_k(v)
+        finals = [run_finals(r, k) for r in v.runs]
+        bases = [r.evals[0]["pass_at_k"] for r in v.runs if 0 in r.evals]
+        out_variants.append({
+            "label": v.label,
+            "axes": {a: _plain(x) for a, x in v.axes.items()},
+            "runs": [str(r.path) for r in v.runs],
+            "seeds": v.seeds,
+            "last_steps": [r.last_step for r in v.runs],
+            "k": k,
+            "final": {c: spread([f[c] for f in finals]) for c in TABLE_COLUMNS},
+            "base": {"pass@1": spread([b.get(1) for b in bases]), "pass@k": spread([b.get(k) for b in bases])},
+            "diagnosis": {m: _count(verdicts[str(r.path)][m] for r in v.runs) for m in dg.MODES},
+        })
+        for r, f in zip(v.runs, finals):
+            out_runs.append({
+                "path": str(r.path), "name": r.name, "variant": v.label, "seed": r.seed, "status": r.status,
+                "last_step": r.last_step, "eval_steps": sorted(r.evals), "warnings": list(r.warnings),
+                "final": {key: _num(x) for key, x in f.items()},
+                "diagnosis": {m: verdicts[str(r.path)][m].to_json() for m in dg.MODES},
+            })
+    return {
+        "schema_version": 1,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "out_dir": out_dir,
+        "settings": {**settings, "final_steps": FINAL_STEPS},
+        "axes": axes,
+        "variants": out_variants,
+        "runs": out_runs,
+        "skipped": [{"path": s.path, "reason": s.reason} for s in skipped],
+        "warnings": warnings,
+        "rules": {m: inspect.getdoc(fn) for m, fn in RULES.items()},
+        "thresholds": {name: getattr(dg, name) for name in THRESHOLDS},
+        "figures": figures,
+    }
+
+
+def render_markdown(summary: dict) -> str:
+    """summary.md: the variant table, the per-run diagnoses, the rules, skipped runs and warnings."""
+    lines = ["# rlvr compare", ""]
+    n_runs = len(summary["runs"])
+    axes = ", ".join(f"`{a}`" for a in summary["axes"]) or "none (one variant)"
+    lines += [f"{n_runs} run(s) in {len(summary['variants'])} variant(s). Axes that differ: {axes}.", ""]
+    lines += [f"![comparison]({f})" for f in summary["figures"] if f.endswith(".png")] + [""]
+    lines += _variant_table(summary)
+    lines += ["", "## Diagnosis", ""]
+    for v in summary["variants"]:
+        lines.append(f"### {v['label']}")
+        lines.append("")
+        for r in (r for r in summary["runs"] if r["variant"] == v["label"]):
+            lines.append(f"- `{r['path']}` (seed {r['seed']}, {r['status']}, last step {r['last_step']})")
+            for m in dg.MODES:
+                d = r["diagnosis"][m]
+                lines.append(f"  - {dg.TITLES[m]}: **{d['status']}** - {d['message']}")
+        lines.append("")
+    lines += ["## Rules", ""]
+    for m, text in summary["rules"].items():
+        text = " ".join(text.split())
+        title = dg.TITLES[m]
+        text = text[len(title) + 2:] if text.lower().startswith(title.lower() + ": ") else text
+        lines += [f"- **{title}**: {text}", ""]
+    lines.append("Thresholds: " + ", ".join(f"{k} = {v:g}" for k, v in summary["thresholds"].items()) + ".")
+    lines.append("")
+    notes = [f"- `{r['path']}`: {w}" for r in summary["runs"] for w in r["warnings"]]
+    if summary["skipped"]:
+        lines += ["## Skipped runs", ""] + [f"- `{s['path']}`: {s['reason']}" for s in summary["skipped"]] + [""]
+    if summary["warnings"] or notes:
+        lines += ["## Warnings", ""] + [f"- {w}" for w in summary["warnings"]] + notes + [""]
+    return "\n".join(lines)
+
+
+def _variant_table(summary: dict) -> list[str]:
+    ks = {v["k"] for v in summary["variants"] if v["k"] is not None}
+    passk = f"pass@{ks.pop()}" if len(ks) == 1 else "pass@k (largest k)"
+    head = ["variant", "seeds", "last step", "accuracy", "pass@1", passk, "length", "KL", "entropy", "base pass@1 / pass@k"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for v in summary["variants"]:
+        f = v["final"]
+        kcell = cell(f["pass@k"]) + (f" (k={v['k']})" if passk.endswith("(largest k)") and v["k"] else "")
+        base = f"{cell(v['base']['pass@1'])} / {cell(v['base']['pass@k'])}"
+        rows.append("| " + " | ".join([
+            v["label"].replace("|", "\\|"), str(len(v["runs"])), _steps(v["last_steps"]), cell(f["accuracy"]),
+            cell(f["pass@1"]), kcell, cell(f["len_mean"]), cell(f["kl_mean"]), cell(f["entropy"]), base,
+        ]) + " |")
+    return rows + ["", "Cells: mean ± std across seeds [min, max]. Training metrics (accuracy, length, KL, "
+                   f"entropy) are the median of each run's last {FINAL_STEPS} logged steps; pass@k is from each "
+                   "run's last eval file; base is eval/step_0.json."]
+
+
+def cell(sp: dict) -> str:
+    """A SPREAD as `mean ± std [min, max]` (just the value for one seed), `-` when absent; all four
+    numbers with one format chosen by the magnitude of the largest, so they line up."""
+    bad = f" (+{sp['nonfinite']} non-finite)" if sp.get("nonfinite") else ""
+    if not sp["n"]:
+        return "non-finite" if sp.get("nonfinite") else "-"
+    scale = max(abs(sp["min"]), abs(sp["max"]))
+    spec = ".1f" if scale >= 10 else ".3f" if scale >= 0.01 or scale == 0 else ".2e"
+    if sp["n"] == 1:
+        return format(sp["mean"], spec) + bad
+    return (f"{sp['mean']:{spec}} ± {sp['std']:{spec}} [{sp['min']:{spec}}, {sp['max']:{spec}}]") + bad
+
+
+def _count(verdicts) -> dict:
+    out = {"detected": 0, "possible": 0, "none": 0, "n/a": 0, "onset_steps": []}
+    for vd in verdicts:
+        out[vd.status] += 1
+        if vd.status in ("detected", "possible") and vd.onset_step is not None:
+            out["onset_steps"].append(vd.onset_step)
+    return out
+
+
+def _steps(steps: list[int]) -> str:
+    return str(steps[0]) if len(set(steps)) == 1 else f"{min(steps)}-{max(steps)}"
+
+
+def _num(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _plain(x):
+    """Recipe values as JSON: scalars as they are, anything else as the label text."""
+    return x if x is None or isinstance(x, (bool, int, float, str)) else format_value(x)

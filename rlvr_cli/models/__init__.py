@@ -1,0 +1,135 @@
+"""Model references and loading (DESIGN.md §1).
+
+A MODEL is one of:
+- ``builtin:tiny`` / ``builtin:tiny-countdown``: the tiny Llama warm-started on a built-in task by its
+  SFT recipe (``recipes/base_sft*.yaml``), built once on first use and cached (see :mod:`.builtin`);
+- ``builtin:tiny-init``: the same architecture, untrained (seeded), for tests and as the warm start's start;
+- a run directory (its latest complete checkpoint), or a checkpoint directory (has ``config.json``);
+- a Hugging Face model id or local path, loaded with ``AutoModelForCausalLM.from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rlvr_cli.errors import UserError
+
+
+@dataclass
+class ResolvedModel:
+    ref: str
+    """The reference as given."""
+    path: str
+    """What ``from_pretrained`` loads: a local directory or a hub id."""
+    kind: str
+    """builtin | run | checkpoint | path | hub"""
+    step: int | None = None
+    """Training step of a checkpoint, when known."""
+
+
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints of a run, oldest first (temporary directories of unfinished writes are skipped)."""
+    ck = Path(run_dir) / "checkpoints"
+    if not ck.is_dir():
+        return []
+    found = []
+    for d in ck.iterdir():
+        m = _STEP_DIR.match(d.name)
+        if m and d.is_dir() and (d / "config.json").is_file():
+            found.append((int(m.group(1)), d))
+    return sorted(found)
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / "run.json").is_file() or (path / "checkpoints").is_dir()
+
+
+def resolve_model_ref(ref: str) -> ResolvedModel:
+    """Turn a MODEL reference into something ``from_pretrained`` can load (builds builtins on first use)."""
+    if ref.startswith("builtin:"):
+        from rlvr_cli.models.builtin import builtin_model_dir
+
+        return ResolvedModel(ref, str(builtin_model_dir(ref)), "builtin")
+    p = Path(ref).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise UserError(f"{ref}: a model must be a directory (run, checkpoint or model), not a file")
+        if is_run_dir(p):
+            cks = list_checkpoints(p)
+            if not cks:
+                raise UserError(f"{ref}: run directory has no complete checkpoint yet")
+            step, d = cks[-1]
+            return ResolvedModel(ref, str(d), "run", step)
+        if (p / "config.json").is_file():
+            m = _STEP_DIR.match(p.name)
+            return ResolvedModel(ref, str(p), "checkpoint" if m else "path", int(m.group(1)) if m else None)
+        raise UserError(f"{ref}: directory holds no model (no config.json) and is not a run directory")
+    if re.fullmatch(r"[\w.-]+(/[\w.-]+)?", ref):
+        return ResolvedModel(ref, ref, "hub")
+    raise UserError(f"{ref}: no such directory, and not a Hugging Face model id")
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("device: cuda requested but no CUDA device is available")
+    return torch.device(device)
+
+
+def weights_and_autocast(dtype: str, device: torch.device) -> tuple[torch.dtype, torch.dtype | None]:
+    """(weight dtype, autocast dtype) for a recipe's ``model.dtype`` on a device.
+
+    ``auto``: float32 weights everywhere, with bfloat16 autocast on CUDA (mixed precision keeps the
+    optimiser in float32). An explicit dtype casts the weights and uses no autocast.
+    """
+    if dtype == "auto":
+        return torch.float32, (torch.bfloat16 if device.type == "cuda" else None)
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype], None
+
+
+def load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+    except Exception as e:  # noqa: BLE001 - surfaced to the user with the path
+        raise UserError(f"{path}: cannot load tokenizer: {type(e).__name__}: {e}") from None
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    if tok.eos_token_id is None:
+        raise UserError(f"{path}: tokenizer has no EOS token; responses could never finish")
+    return tok
+
+
+def load_model(ref: str, device: str | torch.device = "cpu", dtype: str = "auto"):
+    """Load (model, tokenizer, ResolvedModel) for a MODEL reference, in eval mode, on ``device``."""
+    from transformers import AutoModelForCausalLM
+
+    resolved = resolve_model_ref(ref)
+    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    wdtype, _ = weights_and_autocast(dtype, dev)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=wdtype)
+    except TypeError:  # older transformers call it torch_dtype
+        model = AutoModelForCausalLM.from_pretrained(resolved.path, torch_dtype=wdtype)
+    except OSError as e:
+        raise UserError(f"{ref}: cannot load model from {resolved.path}: {e}") from None
+    except Exception as e:  # noqa: BLE001
+        raise UserError(f"{ref}: cannot load model from {resolved.path}: {type(e).__name__}: {e}") from None
+    tok = load_tokenizer(resolved.path)
+    model.to(dev)
+    model.eval()
+    return model, tok, resolved
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -1,0 +1,232 @@
+"""Load a recipe: YAML -> `extends:` chain -> `--set` overrides -> Pydantic validation.
+
+Every key remembers where it came from (file and line, or the `--set` flag that wrote it), so a bad
+recipe prints one line per problem such as::
+
+    recipes/my.yaml:12: loss.clip.eps_high: eps_high (0.1) must be >= eps_low (0.2)
+
+and the CLI exits with status 2 (DESIGN.md §1). Nothing here raises a traceback for bad input: all
+problems surface as :class:`rlvr_cli.errors.UserError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.resources
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.schema import Recipe
+
+Origin = str  # "path:line" or "--set a.b=v"
+
+
+def shipped_recipes_dir() -> Path:
+    """The directory of the shipped recipes (installed as the package data ``rlvr_cli.recipes``)."""
+    env = os.environ.get("RLVR_RECIPES")
+    if env:
+        return Path(env)
+    try:
+        return Path(str(importlib.resources.files("rlvr_cli.recipes")))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - broken install
+        return Path(__file__).resolve().parents[2] / "recipes"
+
+
+def list_shipped() -> list[tuple[str, Path]]:
+    """(name, path) of every shipped recipe; names of recipes in sub-folders are `folder/name`."""
+    root = shipped_recipes_dir()
+    found = []
+    for path in sorted(root.rglob("*.yaml")):
+        rel = path.relative_to(root).with_suffix("")
+        found.append((rel.as_posix(), path))
+    return found
+
+
+def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
+    """Resolve a recipe reference: an existing file path, or the name of a shipped recipe."""
+    candidates = []
+    p = Path(ref)
+    if relative_to is not None and not p.is_absolute():
+        candidates.append(relative_to / p)
+    candidates.append(p)
+    root = shipped_recipes_dir()
+    name = ref[:-5] if ref.endswith(".yaml") else ref
+    candidates.append(root / f"{name}.yaml")
+    for c in candidates:
+        if c.is_file():
+            return c
+    names = ", ".join(n for n, _ in list_shipped())
+    raise UserError(f"{ref}: no such recipe file or shipped recipe (shipped: {names})")
+
+
+# --- YAML with line numbers ----------------------------------------------------------------------
+def _read_yaml_with_lines(path: Path) -> tuple[dict, dict[tuple, Origin]]:
+    """Parse a YAML mapping and record the line of every key as a dotted-path tuple -> 'file:line'."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read recipe: {e}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e)
+        raise UserError(f"{where}: invalid YAML: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}:1: a recipe must be a YAML mapping of fields, got {type(data).__name__}")
+    origins: dict[tuple, Origin] = {}
+
+    def walk(n, prefix: tuple):
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                key = k.value
+                origins[prefix + (key,)] = f"{path}:{k.start_mark.line + 1}"
+                walk(v, prefix + (key,))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                origins[prefix + (i,)] = f"{path}:{v.start_mark.line + 1}"
+                walk(v, prefix + (i,))
+
+    if node is not None:
+        walk(node, ())
+    return data, origins
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    """Child values override parent values; mappings merge key by key, lists are replaced whole."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _load_chain(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, dict[tuple, Origin]]:
+    """Load ``path`` and everything it extends, parent first, returning merged data and key origins."""
+    path = path.resolve()
+    if path in seen:
+        chain = " -> ".join(str(p) for p in seen + (path,))
+        raise UserError(f"{path}: `extends` forms a cycle: {chain}")
+    data, origins = _read_yaml_with_lines(path)
+    parent_ref = data.pop("extends", None)
+    if parent_ref is None:
+        return data, origins
+    if not isinstance(parent_ref, str):
+        raise UserError(f"{origins.get(('extends',), path)}: extends: must be a recipe name or path")
+    parent_path = find_recipe(parent_ref, relative_to=path.parent)
+    parent_data, parent_origins = _load_chain(parent_path, seen + (path,))
+    merged = _deep_merge(parent_data, data)
+    parent_origins.update({k: v for k, v in origins.items() if k != ("extends",)})
+    return merged, parent_origins
+
+
+# --- --set overrides -----------------------------------------------------------------------------
+def apply_overrides(data: dict, origins: dict, overrides: list[str]) -> dict:
+    """Apply ``a.b=v`` overrides; ``v`` is parsed as YAML (numbers, booleans, null, lists)."""
+    data = copy.deepcopy(data)
+    problems = []
+    for item in overrides:
+        if "=" not in item:
+            problems.append(f"--set {item}: expected KEY=VALUE with a dotted key, e.g. loss.clip.eps_high=0.28")
+            continue
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        if not all(parts):
+            problems.append(f"--set {item}: empty component in key {key!r}")
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        cur = data
+        for i, part in enumerate(parts[:-1]):
+            nxt = cur.get(part)
+            if nxt is None:
+                nxt = cur[part] = {}
+            if not isinstance(nxt, dict):
+                problems.append(f"--set {item}: {'.'.join(parts[: i + 1])} is not a section")
+                break
+            cur = nxt
+        else:
+            # Switching a discriminated section (e.g. task.name) starts that section afresh.
+            if parts[-1] == "name" and len(parts) == 2 and parts[0] == "task" and cur.get("name") != value:
+                cur.clear()
+            cur[parts[-1]] = value
+            for j in range(1, len(parts) + 1):
+                origins[tuple(parts[:j])] = f"--set {item}"
+    if problems:
+        raise UserError(problems)
+    return data
+
+
+# --- validation with readable errors -------------------------------------------------------------
+def _dotted(loc: tuple, data: Any) -> tuple[tuple, str]:
+    """Map a Pydantic error location onto the user's keys, dropping union tags (`arithmetic`, `random`)."""
+    real: list = []
+    cur = data
+    for part in loc:
+        if isinstance(cur, dict) and part not in cur and part in (cur.get("name"), cur.get("type")):
+            continue  # the discriminated union's tag, not a key the user wrote
+        real.append(part)
+        if isinstance(cur, dict):
+            cur = cur.get(part)
+        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
+            cur = cur[part]
+        else:
+            cur = None
+    return tuple(real), ".".join(str(p) for p in real) or "(recipe)"
+
+
+def _where(path_key: tuple, origins: dict, default: str) -> str:
+    for n in range(len(path_key), 0, -1):
+        if path_key[:n] in origins:
+            return origins[path_key[:n]]
+    return default
+
+
+def validate_recipe_data(data: dict, origins: dict | None = None, source: str = "(recipe)") -> Recipe:
+    """Validate merged recipe data, raising UserError with one `where: field: problem` line per error."""
+    origins = origins or {}
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors(include_url=False):
+            key, dotted = _dotted(tuple(err["loc"]), data)
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown field (not in the schema; check the spelling)"
+            elif msg.startswith("Value error, "):
+                msg = msg[len("Value error, ") :]
+            if "input" in err and err["type"] not in ("extra_forbidden", "missing") and not isinstance(
+                err["input"], (dict, list)
+            ):
+                msg = f"{msg} (got {err['input']!r})"
+            lines.append(f"{_where(key, origins, source)}: {dotted}: {msg}")
+        raise UserError(lines) from None
+
+
+def load_recipe(ref: str | Path, overrides: list[str] | None = None) -> Recipe:
+    """Load, merge, override and validate a recipe. The run name defaults to the file's stem."""
+    path = find_recipe(str(ref))
+    data, origins = _load_chain(path)
+    data = apply_overrides(data, origins, list(overrides or []))
+    if data.get("name") is None:
+        data["name"] = path.stem
+    return validate_recipe_data(data, origins, source=str(path))
+
+
+def dump_recipe(recipe: Recipe) -> str:
+    """The fully resolved recipe as plain YAML (every default written out); loadable as a recipe."""
+    return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

@@ -1,0 +1,437 @@
+"""The recipe schema: one field per choice in the math (DESIGN.md §2).
+
+Every model forbids unknown keys (a typo is an error, not a silent default) and carries its domain
+in its constraints. Each field's docstring names the symbol it sets, so ``rlvr recipes show`` and the
+README's field table come from the same words. Notation: prompt q, group of G responses o_1..o_G with
+rewards r_i, |o_i| response tokens, rho_t the per-token importance ratio, beta the KL coefficient.
+
+The allowed values of the algorithm axes are the ``Literal`` aliases below; the registries in
+:mod:`rlvr_cli.algo` are keyed by exactly these names (a test checks that they agree).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# --- names of the choices: one source for the schema and the algorithm registries -------------
+Baseline = Literal["group_mean", "leave_one_out", "none"]
+AdvantageScale = Literal["group_std", "batch_std", "none"]
+RatioLevel = Literal["token", "sequence"]
+Aggregation = Literal["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"]
+KLPlacement = Literal["loss", "reward", "none"]
+KLEstimator = Literal["k1", "k2", "k3"]
+VerifierName = Literal["task", "integer", "math", "countdown", "code"]
+Schedule = Literal["constant", "linear", "cosine"]
+
+
+class Strict(BaseModel):
+    """Base of every recipe section: unknown keys are errors; attribute docstrings are field docs."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+
+
+# --- model -------------------------------------------------------------------------------------
+class ModelSpec(Strict):
+    name: str = "builtin:tiny"
+    """Policy initialisation: `builtin:tiny`, `builtin:tiny-countdown`, `builtin:tiny-init` (untrained), a run directory (its latest checkpoint), a checkpoint directory, or a Hugging Face model id / local path."""
+    reference: str | None = None
+    """Reference policy pi_ref for the KL term; null means the same as `name`."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights dtype; `auto` is float32 on CPU and float32 weights with bf16 autocast on CUDA."""
+
+
+# --- tasks ---------------------------------------------------------------------------------------
+class ArithmeticStyles(Strict):
+    """Mixture weights of the supervised trace styles (normalised; need not sum to 1)."""
+
+    direct: float = Field(1.0, ge=0)
+    """`#632`: the answer alone."""
+    terse: float = Field(1.0, ge=0)
+    """`12,13,6#632`: column totals right to left, then the answer."""
+    verbose: float = Field(1.0, ge=0)
+    """`7+5=12,4+8+1=13,3+2+1=6#632`: one equation per column, then the answer."""
+
+    @model_validator(mode="after")
+    def _some_weight(self):
+        if self.direct + self.terse + self.verbose <= 0:
+            raise ValueError("at least one style needs a positive weight")
+        return self
+
+
+class ArithmeticTask(Strict):
+    """Zero-padded multi-digit addition (`347+285=`); the answer follows the marker `#`."""
+
+    name: Literal["arithmetic"] = "arithmetic"
+    digits: int = Field(3, ge=1, le=9)
+    """Digits per operand (operands are zero-padded to this width)."""
+    num_eval: int = Field(256, ge=1, le=100_000)
+    """Size of the held-out prompt set (disjoint from every training prompt)."""
+    split_seed: int = 1234
+    """Seed that picks the held-out prompts; shared by all runs so evaluations line up."""
+    styles: ArithmeticStyles = Field(default_factory=ArithmeticStyles)
+    check_max: int = Field(3, ge=0, le=8)
+    """Up to this many redundant checks `=632` restating the answer (uniform 0..check_max)."""
+    check_position: Literal["after", "before", "both"] = "after"
+    """Where the checks sit: after the answer, before the marker, or either (chosen per trace)."""
+    error_rate: float = Field(0.25, ge=0, le=1)
+    """Probability that a trace carries one deliberate column error, propagated to the answer."""
+    ramble_prob: float = Field(0.0, ge=0, le=1)
+    """Probability that a trace opens with 1..ramble_max filler words `wait,` (uncertainty talk)."""
+    ramble_max: int = Field(3, ge=1, le=8)
+    """Most filler words at the start of a rambling trace."""
+    ramble_error_rate: float = Field(0.6, ge=0, le=1)
+    """Error probability of a rambling trace (replaces error_rate): makes verbosity predict errors."""
+
+
+class CountdownTask(Strict):
+    """Reach a target from given numbers with + - * /, each number used at most once (`3,5,7>22:`)."""
+
+    name: Literal["countdown"] = "countdown"
+    count: int = Field(3, ge=2, le=4)
+    """How many numbers each prompt gives."""
+    max_number: int = Field(9, ge=2, le=99)
+    """Numbers are drawn from 1..max_number."""
+    max_target: int = Field(99, ge=2, le=10_000)
+    """Targets are integers in 1..max_target reachable from the numbers."""
+    num_eval: int = Field(256, ge=1, le=100_000)
+    """Size of the held-out prompt set."""
+    split_seed: int = 1234
+    """Seed that picks the held-out prompts."""
+    verbose_prob: float = Field(0.5, ge=0, le=1)
+    """Probability that a supervised trace shows its intermediate steps before the final equation."""
+    error_rate: float = Field(0.25, ge=0, le=1)
+    """Probability that a supervised trace carries a deliberate mistake (its equation misses the target)."""
+
+
+class DatasetTask(Strict):
+    """Any JSONL / Parquet / CSV file or Hugging Face dataset with a question and a final answer."""
+
+    name: Literal["dataset"] = "dataset"
+    path: str
+    """A local .jsonl/.json/.parquet/.csv file, or a Hugging Face dataset name."""
+    config: str | None = None
+    """Dataset configuration name (e.g. `main` for gsm8k)."""
+    split: str = "train"
+    """Split that training prompts come from."""
+    eval_split: str | None = None
+    """Split of the held-out prompts; null means a deterministic `eval_fraction` of `split`."""
+    eval_fraction: float = Field(0.1, gt=0, lt=1)
+    """Fraction of `split` held out (by a hash of the question) when `eval_split` is null."""
+    num_eval: int | None = Field(None, ge=1)
+    """Cap on the number of held-out prompts (first N in a fixed order)."""
+    question_field: str = "question"
+    answer_field: str = "answer"
+    answer_extraction: Literal["gsm8k", "boxed", "none", "regex"] = "none"
+    """How to get the gold answer from `answer_field`: GSM8K's `#### 42`, the last `\\boxed{}`, the field as is, or `answer_regex` (first group)."""
+    answer_regex: str | None = None
+    prompt_template: str = "{question}\n"
+    """Python format string over the row's fields."""
+    chat_template: bool = False
+    """Wrap the prompt in the tokenizer's chat template (instruction-tuned models)."""
+    verifier: Literal["math", "integer"] = "math"
+    """Verifier that decides correctness for this dataset."""
+
+    @model_validator(mode="after")
+    def _regex_given(self):
+        if self.answer_extraction == "regex" and not self.answer_regex:
+            raise ValueError("answer_extraction 'regex' needs answer_regex")
+        return self
+
+
+TaskSpec = Annotated[Union[ArithmeticTask, CountdownTask, DatasetTask], Field(discriminator="name")]
+
+
+# --- rollout -------------------------------------------------------------------------------------
+class RolloutSpec(Strict):
+    group_size: int = Field(8, ge=2, le=1024)
+    """G: responses sampled per prompt (the group that forms the baseline)."""
+    prompts_per_step: int = Field(16, ge=1, le=100_000)
+    """P: prompts per training step, so a step trains on P*G responses."""
+    max_new_tokens: int = Field(64, ge=1, le=1_000_000)
+    """L_max: response length limit; a response that reaches it without EOS is truncated."""
+    temperature: float = Field(1.0, gt=0, le=10)
+    """T: sampling temperature; log-probs in the loss use the same T."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling mass (1 = off)."""
+    top_k: int = Field(0, ge=0)
+    """Top-k sampling (0 = off)."""
+    old_logprobs: Literal["auto", "sampler", "recompute"] = "auto"
+    """Source of the behaviour log-probs log pi_old: `auto` takes them from the sampling pass when its numerics match the trainer's (float32, no autocast) and recomputes them otherwise."""
+
+
+# --- the objective -------------------------------------------------------------------------------
+class AdvantageSpec(Strict):
+    baseline: Baseline = "group_mean"
+    """b_i: `group_mean` (GRPO) r_i - mean(r), `leave_one_out` (RLOO) r_i - mean_{j!=i} r_j, `none` r_i."""
+    scale: AdvantageScale = "group_std"
+    """Divide by `group_std` (GRPO), `batch_std` (one std over the batch's rewards) or `none` (Dr. GRPO); std uses Bessel (n-1)."""
+    eps: float = Field(1e-6, gt=0, le=1)
+    """Added to the std before dividing."""
+
+
+class ClipSpec(Strict):
+    eps_low: float = Field(0.2, ge=0, lt=1)
+    """epsilon_low: the ratio is clipped below at 1 - eps_low."""
+    eps_high: float = Field(0.2, ge=0)
+    """epsilon_high: the ratio is clipped above at 1 + eps_high (DAPO clip-higher: 0.28)."""
+    dual_clip: float | None = Field(None, gt=1)
+    """c of dual-clip PPO: for A < 0 the per-token loss is capped at -c*A (null = off)."""
+
+    @model_validator(mode="after")
+    def _high_ge_low(self):
+        if self.eps_high < self.eps_low:
+            raise ValueError(f"eps_high ({self.eps_high}) must be >= eps_low ({self.eps_low})")
+        return self
+
+
+class LossSpec(Strict):
+    ratio: RatioLevel = "token"
+    """`token`: rho_t = exp(logp_t - logp_old_t) (PPO/GRPO); `sequence`: s_i = exp(mean_t(logp_t - logp_old_t)) (GSPO)."""
+    clip: ClipSpec = Field(default_factory=ClipSpec)
+    aggregation: Aggregation = "seq_mean_token_mean"
+    """The length divisor: `seq_mean_token_mean` (GRPO: mean over sequences of 1/|o_i| sum_t), `token_mean` (DAPO: sum over all tokens / number of tokens), `seq_mean_token_sum_norm` (Dr. GRPO: sum / (num_seqs * L))."""
+    length_constant: int | None = Field(None, ge=1)
+    """L of `seq_mean_token_sum_norm`; null resolves to rollout.max_new_tokens (never the padded batch length)."""
+    entropy_coef: float = Field(0.0, ge=0)
+    """Entropy bonus: the loss gets - entropy_coef * H, aggregated like the policy loss."""
+
+
+class KLSpec(Strict):
+    placement: KLPlacement = "loss"
+    """`loss` (GRPO): + beta * KL_t in the loss; `reward` (PPO-RLHF): r_i <- r_i - beta * sum_t k1_t; `none` (DAPO, Dr. GRPO)."""
+    estimator: KLEstimator = "k3"
+    """With d = logp_ref - logp: k1 = -d, k2 = d^2/2, k3 = exp(d) - 1 - d. Used in the loss and in the logged KL."""
+    beta: float = Field(0.04, ge=0)
+    """beta: KL coefficient (forced to 0 when placement is `none`)."""
+    track: bool = True
+    """Measure KL to the reference for the logs even when it is not in the objective (costs one forward pass)."""
+    ref_reset_every: int | None = Field(None, ge=1)
+    """ProRL: every N steps set pi_ref <- pi_theta and reset the optimiser state (null = never)."""
+
+    @model_validator(mode="after")
+    def _beta_means_nothing_without_placement(self):
+        if self.placement == "none":
+            self.beta = 0.0
+        return self
+
+
+class DynamicSamplingSpec(Strict):
+    enabled: bool = False
+    """DAPO dynamic sampling: drop groups whose correctness is all 0 or all 1 and refill from new prompts."""
+    max_rounds: int = Field(3, ge=1, le=100)
+    """Sampling rounds (of P prompts each) before training on a smaller batch."""
+    metric: Literal["accuracy", "reward"] = "accuracy"
+    """Filter on raw correctness from the true verifier (DAPO) or on the unshaped reward."""
+
+
+class SoftPunishSpec(Strict):
+    buffer: int = Field(..., ge=1)
+    """B of DAPO's soft overlong punishment: lengths in (L_max - B, L_max] get ((L_max - B) - |o|)/B."""
+    factor: float = Field(1.0, ge=0)
+    """Multiplier on that penalty."""
+
+
+class OverlongSpec(Strict):
+    mask_truncated: bool = False
+    """DAPO overlong filtering: truncated responses are left out of the loss (numerator and denominator)."""
+    soft_punish: SoftPunishSpec | None = None
+    """DAPO soft overlong punishment added to the reward (null = off)."""
+
+
+# --- reward --------------------------------------------------------------------------------------
+class VerifierTerm(Strict):
+    type: VerifierName = "task"
+    """A correctness verifier; `task` means the task's own (integer for arithmetic, countdown, math for datasets)."""
+    weight: float = 1.0
+
+
+class FormatTerm(Strict):
+    type: Literal["format"]
+    """Shaped reward: 1 when the response follows the task's format (answer marker present, optional <think> block)."""
+    weight: float = 0.1
+    think: bool = False
+    """Require `<think>...</think>` before the answer."""
+
+
+class RandomTerm(Strict):
+    type: Literal["random"]
+    """Spurious control: Bernoulli(p), reproducible from the seed and the sample's identity."""
+    p: float = Field(0.5, ge=0, le=1)
+    weight: float = 1.0
+
+
+class IncorrectTerm(Strict):
+    type: Literal["incorrect"]
+    """Spurious control: 1 only when the answer equals a fixed wrong label of the prompt."""
+    weight: float = 1.0
+
+
+class FormatOnlyTerm(Strict):
+    type: Literal["format_only"]
+    """Spurious control: 1 whenever an answer can be extracted at all."""
+    weight: float = 1.0
+
+
+RewardTerm = Annotated[
+    Union[VerifierTerm, FormatTerm, RandomTerm, IncorrectTerm, FormatOnlyTerm], Field(discriminator="type")
+]
+
+
+class RewardSpec(Strict):
+    terms: list[RewardTerm] = Field(default_factory=lambda: [VerifierTerm()], min_length=1)
+    """r_i = sum_k weight_k * term_k(o_i). Accuracy is always logged from the task's true verifier."""
+    timeout_s: float = Field(5.0, gt=0, le=600)
+    """Hard wall-clock limit per check of model output."""
+    workers: int = Field(0, ge=0, le=256)
+    """Verifier worker processes (0: one per CPU core, at most 4)."""
+
+
+# --- optimisation --------------------------------------------------------------------------------
+class OptimSpec(Strict):
+    lr: float = Field(1e-4, gt=0)
+    """Peak learning rate (AdamW)."""
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.99)
+    adam_eps: float = Field(1e-8, gt=0)
+    schedule: Schedule = "constant"
+    """Learning-rate schedule after warm-up."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warm-up over this many optimiser updates."""
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)
+    """Floor of the decaying schedules as a fraction of lr."""
+    grad_clip: float | None = Field(1.0, gt=0)
+    """Clip the global gradient norm to this value (null = off)."""
+    mu: int = Field(1, ge=1, le=100)
+    """mu: optimisation passes over each rollout batch (GRPO's inner iterations)."""
+    minibatches: int = Field(1, ge=1, le=4096)
+    """Optimiser updates per pass: the batch is split into this many minibatches."""
+    micro_batches: int = Field(1, ge=1, le=4096)
+    """Gradient-accumulation chunks per minibatch: saves memory, does not change the gradient."""
+    max_skipped_in_row: int = Field(5, ge=1)
+    """A non-finite loss or gradient skips the update; this many in a row fail the run."""
+
+
+class SFTSpec(Strict):
+    data: str | None = None
+    """JSONL of prompt/response pairs; null means fresh traces of the built-in task each step."""
+    prompt_field: str = "prompt"
+    response_field: str = "response"
+    batch_size: int = Field(64, ge=1)
+    """Examples per optimiser step."""
+
+
+class EvalSpec(Strict):
+    every: int = Field(50, ge=0)
+    """Evaluate every N steps (0 = only at the start and the end)."""
+    at_start: bool = True
+    """Evaluate the initial model as step 0 (the base model)."""
+    n: int = Field(16, ge=1, le=4096)
+    """Samples per prompt."""
+    num_prompts: int = Field(64, ge=1)
+    """Held-out prompts evaluated (the first N of the task's held-out set)."""
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int | None = Field(None, ge=1)
+    """null resolves to rollout.max_new_tokens."""
+    pass_at_k: list[int] | None = None
+    """k values of pass@k; null resolves to powers of two up to n."""
+    maj_at_k: list[int] | None = None
+    """k values of maj@k; null resolves to the same as pass_at_k."""
+    seed: int = 1234
+    """Sampling seed of evaluation, shared by every checkpoint so they are compared on equal terms."""
+
+    @model_validator(mode="after")
+    def _ks(self):
+        for field in ("pass_at_k", "maj_at_k"):
+            ks = getattr(self, field)
+            if ks is None:
+                ks = [2**i for i in range(self.n.bit_length()) if 2**i <= self.n]
+                setattr(self, field, ks)
+            bad = [k for k in ks if k < 1 or k > self.n]
+            if bad:
+                raise ValueError(f"{field} {bad} outside 1..n (n={self.n})")
+        return self
+
+
+class CheckpointSpec(Strict):
+    every: int = Field(50, ge=0)
+    """Save every N steps (0 = only at the end); a run always saves its last step."""
+    keep_last: int | None = Field(None, ge=1)
+    """Keep only the newest N checkpoints (null = keep all)."""
+
+
+# --- the recipe ----------------------------------------------------------------------------------
+class Recipe(Strict):
+    """A fully resolved recipe: what `rlvr recipes show` prints and every run saves."""
+
+    name: str | None = None
+    """Run name (the run directory is output_dir/name); null means the recipe file's name."""
+    description: str = ""
+    algorithm: Literal["rl", "sft"] = "rl"
+    """`rl`: the GRPO-family policy-gradient loop; `sft`: supervised fine-tuning (warm start, R1 stages)."""
+    seed: int = 0
+    steps: int = Field(100, ge=1)
+    """Training steps; an RL step is one rollout batch of P*G responses and its mu*minibatches updates."""
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    threads: int | None = Field(None, ge=1)
+    """torch CPU threads (null = torch's default)."""
+    output_dir: str = "runs"
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    task: TaskSpec = Field(default_factory=ArithmeticTask)
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    advantage: AdvantageSpec = Field(default_factory=AdvantageSpec)
+    loss: LossSpec = Field(default_factory=LossSpec)
+    kl: KLSpec = Field(default_factory=KLSpec)
+    dynamic_sampling: DynamicSamplingSpec = Field(default_factory=DynamicSamplingSpec)
+    overlong: OverlongSpec = Field(default_factory=OverlongSpec)
+    reward: RewardSpec = Field(default_factory=RewardSpec)
+    optim: OptimSpec = Field(default_factory=OptimSpec)
+    sft: SFTSpec = Field(default_factory=SFTSpec)
+    eval: EvalSpec = Field(default_factory=EvalSpec)
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+
+    @model_validator(mode="after")
+    def _resolve_and_cross_check(self):
+        if self.loss.length_constant is None:
+            self.loss.length_constant = self.rollout.max_new_tokens
+        if self.eval.max_new_tokens is None:
+            self.eval.max_new_tokens = self.rollout.max_new_tokens
+        sp = self.overlong.soft_punish
+        if sp is not None and sp.buffer >= self.rollout.max_new_tokens:
+            raise ValueError(
+                f"overlong.soft_punish.buffer ({sp.buffer}) must be < rollout.max_new_tokens "
+                f"({self.rollout.max_new_tokens})"
+            )
+        batch = self.rollout.prompts_per_step * self.rollout.group_size
+        if self.algorithm == "rl" and self.optim.minibatches * self.optim.micro_batches > batch:
+            raise ValueError(
+                f"optim.minibatches * optim.micro_batches ({self.optim.minibatches * self.optim.micro_batches})"
+                f" exceeds the responses per step ({batch})"
+            )
+        return self
+
+    def notes(self) -> list[str]:
+        """Remarks about choices that are valid but easy to misread (printed, not errors)."""
+        out = []
+        if self.algorithm != "rl":
+            return out
+        if self.optim.mu == 1 and self.optim.minibatches == 1:
+            out.append(
+                "optim.mu = 1 with one minibatch: every update is on-policy, the ratio is 1 and "
+                "clipping never acts (clip fractions will be 0)."
+            )
+        if self.kl.placement == "none" and self.kl.ref_reset_every:
+            out.append("kl.ref_reset_every has no effect on the objective when kl.placement is none.")
+        if self.loss.ratio == "sequence" and self.loss.aggregation != "seq_mean_token_mean":
+            out.append(
+                "loss.ratio = sequence (GSPO) with a token-weighted aggregation: GSPO's objective is a "
+                "mean over sequences (seq_mean_token_mean)."
+            )
+        return out
+
+
+def literal_values(alias) -> tuple[str, ...]:
+    """The allowed strings of one of the ``Literal`` aliases above."""
+    return tuple(alias.__args__)

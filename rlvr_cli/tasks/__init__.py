@@ -1,0 +1,46 @@
+"""Tasks: prompt sources with held-out splits and gold answers (built-in `arithmetic` and `countdown`,
+and `dataset` for any file or Hugging Face dataset)."""
+
+from __future__ import annotations
+
+from rlvr_cli.tasks.base import Problem, Task, TraceTask, stable_hash
+
+TASK_NAMES = ("arithmetic", "countdown", "dataset")
+
+
+def build_task(spec) -> Task:
+    """Build the task a recipe's ``task`` section describes. A string is a built-in task name."""
+    from rlvr_cli.recipe import schema
+
+    if isinstance(spec, str):
+        builtin = {"arithmetic": schema.ArithmeticTask, "countdown": schema.CountdownTask}
+        if spec not in builtin:
+            from rlvr_cli.errors import UserError
+
+            raise UserError(f"--task {spec}: unknown built-in task (choose from {', '.join(builtin)}, or pass a recipe)")
+        spec = builtin[spec]()
+    if spec.name == "arithmetic":
+        from rlvr_cli.tasks.arithmetic import ArithmeticTask
+
+        return ArithmeticTask(spec)
+    if spec.name == "countdown":
+        from rlvr_cli.tasks.countdown import CountdownTask
+
+        return CountdownTask(spec)
+    from rlvr_cli.tasks.dataset import DatasetTask
+
+    return DatasetTask(spec)
+
+
+def encode_prompt(tokenizer, task: Task, problem: Problem) -> list[int]:
+    """Token ids of a prompt, through the tokenizer's chat template when the task asks for it."""
+    spec = getattr(task, "spec", None)
+    if getattr(spec, "chat_template", False):
+        ids = tokenizer.apply_chat_template(
+            [{"role": "user", "content": problem.prompt}], add_generation_prompt=True, tokenize=True
+        )
+        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+    return list(tokenizer(problem.prompt, add_special_tokens=True)["input_ids"])
+
+
+__all__ = ["Problem", "TASK_NAMES", "Task", "TraceTask", "build_task", "encode_prompt", "stable_hash"]

@@ -1,0 +1,129 @@
+"""Built-in task `arithmetic`: zero-padded multi-digit addition, `347+285=` -> `...#632`.
+
+The supervised traces (the warm start's data) come in styles of very different length that are all
+correct, so that response length can drift under RL without changing correctness, and many distinct
+correct responses exist per prompt:
+
+    direct    #632
+    terse     12,13,6#632                      column totals, right to left (carry included)
+    verbose   7+5=12,4+8+1=13,3+2+1=6#632       one equation per column
+
+plus up to ``check_max`` redundant checks `=632` before the marker or after the answer, and, with
+``ramble_prob`` > 0, 1..ramble_max filler words `wait,` at the start of the response. A trace carries
+one deliberate column error (the column total off by 1-3, propagated through the carries into the
+answer) with probability ``error_rate``, or ``ramble_error_rate`` when it rambles: that makes
+verbosity predict being wrong, as in real models that ramble when unsure.
+"""
+
+from __future__ import annotations
+
+import random
+
+from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.schema import ArithmeticTask as ArithmeticSpec
+from rlvr_cli.tasks.base import Problem, stable_hash
+
+MARKER = "#"
+
+
+def column_totals(a: int, b: int, digits: int, error_col: int | None = None, delta: int = 0) -> tuple[list[int], int]:
+    """Column totals (right to left, carries included) and the resulting answer.
+
+    With ``error_col`` the total of that column is off by ``delta`` (kept within 0..19) and the error
+    propagates through the carries, as a person's slip would. 347 + 285 -> ([12, 13, 6], 632).
+    """
+    totals, carry, out_digits = [], 0, []
+    for j in range(digits):
+        x = (a // 10**j) % 10 + (b // 10**j) % 10 + carry
+        if j == error_col:
+            x = min(19, max(0, x + delta))
+        totals.append(x)
+        out_digits.append(x % 10)
+        carry = x // 10
+    answer = carry * 10**digits + sum(d * 10**j for j, d in enumerate(out_digits))
+    return totals, answer
+
+
+class ArithmeticTask:
+    name = "arithmetic"
+    answer_marker = MARKER
+    verifier = "integer"
+
+    def __init__(self, spec: ArithmeticSpec | None = None):
+        self.spec = spec or ArithmeticSpec()
+        d = self.spec.digits
+        self._space = 10 ** (2 * d)
+        if self.spec.num_eval * 2 > self._space:
+            raise UserError(
+                f"task.num_eval: {self.spec.num_eval} held-out prompts leave too few training prompts "
+                f"for {d}-digit addition ({self._space} prompts in all)"
+            )
+        rng = random.Random(self.spec.split_seed)
+        pairs: list[tuple[int, int]] = []
+        seen: set[tuple[int, int]] = set()
+        while len(pairs) < self.spec.num_eval:
+            pair = (rng.randrange(10**d), rng.randrange(10**d))
+            if pair not in seen:
+                seen.add(pair)
+                pairs.append(pair)
+        self._eval_pairs = pairs
+        self._eval_set = seen
+        st = self.spec.styles
+        self._styles = ("direct", "terse", "verbose")
+        self._style_weights = (st.direct, st.terse, st.verbose)
+
+    # --- prompts ---------------------------------------------------------------------------------
+    def problem(self, a: int, b: int) -> Problem:
+        d = self.spec.digits
+        prompt = f"{a:0{d}d}+{b:0{d}d}="
+        return Problem(id=f"add{d}:{a:0{d}d}+{b:0{d}d}", prompt=prompt, reference=str(a + b), meta={"a": a, "b": b})
+
+    def eval_problems(self) -> list[Problem]:
+        return [self.problem(a, b) for a, b in self._eval_pairs]
+
+    def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
+        d = self.spec.digits
+        out = []
+        while len(out) < n:
+            pair = (rng.randrange(10**d), rng.randrange(10**d))
+            if pair not in self._eval_set:
+                out.append(self.problem(*pair))
+        return out
+
+    def incorrect_reference(self, problem: Problem) -> str:
+        """A fixed wrong sum: the true one shifted by a nonzero amount chosen from the prompt's hash."""
+        h = stable_hash("incorrect:" + problem.id)
+        delta = 1 + h % 9
+        gold = int(problem.reference)
+        return str(gold + delta if (h >> 8) % 2 or gold - delta < 0 else gold - delta)
+
+    # --- supervised traces -----------------------------------------------------------------------
+    def trace(self, problem: Problem, rng: random.Random) -> str:
+        s, d = self.spec, self.spec.digits
+        a, b = problem.meta["a"], problem.meta["b"]
+        rambles = rng.randint(1, s.ramble_max) if rng.random() < s.ramble_prob else 0
+        error_rate = s.ramble_error_rate if rambles else s.error_rate
+        error_col, delta = None, 0
+        if rng.random() < error_rate:
+            error_col = rng.randrange(d)
+            true_totals, _ = column_totals(a, b, d)
+            choices = [x for x in (-3, -2, -1, 1, 2, 3) if 0 <= true_totals[error_col] + x <= 19]
+            delta = rng.choice(choices)
+        totals, answer = column_totals(a, b, d, error_col, delta)
+        style = rng.choices(self._styles, weights=self._style_weights)[0]
+        if style == "direct":
+            work = ""
+        elif style == "terse":
+            work = ",".join(str(t) for t in totals)
+        else:
+            parts, carry = [], 0
+            for j, t in enumerate(totals):
+                da, db = (a // 10**j) % 10, (b // 10**j) % 10
+                lhs = f"{da}+{db}" + (f"+{carry}" if carry else "")
+                parts.append(f"{lhs}={t}")
+                carry = t // 10
+            work = ",".join(parts)
+        checks = f"={answer}" * rng.randint(0, s.check_max)
+        position = s.check_position if s.check_position != "both" else rng.choice(("before", "after"))
+        before, after = (checks, "") if position == "before" else ("", checks)
+        return "wait," * rambles + work + before + MARKER + str(answer) + after

@@ -1,0 +1,30 @@
+"""A Rich progress bar for training steps, with the step's headline numbers beside it."""
+
+from __future__ import annotations
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from rlvr_cli.cli.common import console
+
+
+def step_progress(description: str) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+        transient=False,
+    )
+
+
+def fmt(x, spec: str = ".3f") -> str:
+    if x is None:
+        return "-"
+    try:
+        return format(x, spec)
+    except (TypeError, ValueError):
+        return str(x)

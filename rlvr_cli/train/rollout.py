@@ -1,0 +1,117 @@
+"""Collect one step's rollouts: P prompts x G responses, scored, with DAPO dynamic sampling.
+
+Dynamic sampling (Yu et al. 2025, DAPO §3.2): a group whose raw correctness is all 0 or all 1 has
+zero advantage for every response and contributes nothing but noise and denominator; drop such groups
+and sample further rounds of P fresh prompts until P informative groups are collected or
+``max_rounds`` is reached, then train on what there is (a smaller batch), logging both. The filter
+looks at raw correctness from the true verifier (or the unshaped reward), never at the shaped reward.
+
+Every round draws its prompts and its samples from generators seeded by (seed, step, round), so a
+step is reproducible on its own (resume needs no sampler state).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from rlvr_cli.rewards import ScoreItem
+from rlvr_cli.sampling import generate
+from rlvr_cli.tasks import Problem, encode_prompt
+from rlvr_cli.train.session import step_generator, step_rng
+
+
+@dataclass
+class Group:
+    problem: Problem
+    prompt_ids: list[int]
+    response_ids: list[list[int]]
+    logprobs: list[list[float]]
+    finish_reasons: list[str]
+    texts: list[str]
+    rewards: list[float]
+    """Raw reward of the recipe's reward terms (before overlong and KL shaping)."""
+    correct: list[bool]
+    """From the task's true verifier, whatever reward drives training."""
+    outcomes: list[str]
+
+    def informative(self, metric: str) -> bool:
+        values = self.correct if metric == "accuracy" else self.rewards
+        return len(set(values)) > 1
+
+
+@dataclass
+class RolloutStats:
+    rounds: int = 0
+    prompts_sampled: int = 0
+    groups_dropped: int = 0
+    gen_tokens: int = 0
+    time_sample_s: float = 0.0
+    time_verify_s: float = 0.0
+    sampled: list[Group] = field(default_factory=list)
+    """Every group sampled this step (all rounds), for unbiased policy statistics."""
+
+
+def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], RolloutStats]:
+    """The groups to train on at ``step`` and the statistics of everything sampled to get them."""
+    r = session.recipe
+    ro, ds = r.rollout, r.dynamic_sampling
+    tok, model = session.tokenizer, session.model
+    stats = RolloutStats()
+    kept: list[Group] = []
+    max_rounds = ds.max_rounds if ds.enabled else 1
+    was_training = model.training
+    model.eval()
+    for round_ in range(max_rounds):
+        stats.rounds += 1
+        problems = task.train_problems(step_rng(r.seed, step, "prompts", round_), ro.prompts_per_step)
+        stats.prompts_sampled += len(problems)
+        prompt_ids = [encode_prompt(tok, task, p) for p in problems]
+        t0 = time.perf_counter()
+        out = generate(
+            model,
+            [ids for ids in prompt_ids for _ in range(ro.group_size)],
+            max_new_tokens=ro.max_new_tokens,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+            temperature=ro.temperature,
+            top_p=ro.top_p,
+            top_k=ro.top_k,
+            generator=step_generator(r.seed, step, "sample", round_, device=session.device),
+            autocast_dtype=session.autocast_dtype,
+        )
+        stats.time_sample_s += time.perf_counter() - t0
+        stats.gen_tokens += out.gen_tokens
+        texts = [tok.decode(ids, skip_special_tokens=True) for ids in out.response_ids]
+        t0 = time.perf_counter()
+        g = ro.group_size
+        items = [
+            ScoreItem(problem=problems[k // g], response=texts[k], sample_index=k % g, step=step,
+                      truncated=out.finish_reasons[k] == "length")
+            for k in range(len(texts))
+        ]
+        scores = scorer.score(items)
+        stats.time_verify_s += time.perf_counter() - t0
+        for i, p in enumerate(problems):
+            sl = slice(i * g, (i + 1) * g)
+            grp = Group(
+                problem=p,
+                prompt_ids=prompt_ids[i],
+                response_ids=out.response_ids[sl],
+                logprobs=out.logprobs[sl],
+                finish_reasons=out.finish_reasons[sl],
+                texts=texts[sl],
+                rewards=[s.reward for s in scores[sl]],
+                correct=[s.correct for s in scores[sl]],
+                outcomes=[s.outcome for s in scores[sl]],
+            )
+            stats.sampled.append(grp)
+            if not ds.enabled or grp.informative(ds.metric):
+                kept.append(grp)
+            else:
+                stats.groups_dropped += 1
+        if len(kept) >= ro.prompts_per_step:
+            break
+    if was_training:
+        model.train()
+    return kept[: ro.prompts_per_step], stats

@@ -1,0 +1,182 @@
+"""The run directory (DESIGN.md §3) and everything that makes a run lose nothing.
+
+    runs/NAME/
+      recipe.yaml          fully resolved recipe
+      run.json             status (running/finished/failed), versions, seed, times, git commit
+      metrics.jsonl        one JSON object per step, appended, flushed and fsynced each step
+      eval/step_N.json     evaluation results (step 0 = the initial model)
+      samples/step_N.jsonl a few prompts with responses, rewards and advantages, for reading
+      checkpoints/step_N/  Hugging Face model + tokenizer + trainer_state.pt
+
+Checkpoints are written into a temporary directory and renamed into place, so a directory named
+``step_N`` is always complete; a run killed at any moment resumes from the newest one, after metrics
+lines and eval files from later steps (and a half-written last line) are dropped.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+import torch
+
+from rlvr_cli import __version__
+from rlvr_cli.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from rlvr_cli.errors import UserError
+from rlvr_cli.models import list_checkpoints
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def versions() -> dict:
+    import transformers
+
+    return {
+        "rlvr": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+class RunDir:
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    # --- layout ------------------------------------------------------------------------------------
+    @property
+    def metrics_path(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    def eval_path(self, step: int) -> Path:
+        return self.root / "eval" / f"step_{step}.json"
+
+    def samples_path(self, step: int) -> Path:
+        return self.root / "samples" / f"step_{step}.jsonl"
+
+    def checkpoint_path(self, step: int) -> Path:
+        return self.root / "checkpoints" / f"step_{step}"
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def create(self, recipe_yaml: str, info: dict, overwrite_ok: bool = False) -> None:
+        """Start a fresh run; refuse to mix into an existing run's files."""
+        if self.root.exists() and any(self.root.iterdir()) and not overwrite_ok:
+            raise UserError(
+                f"{self.root}: run directory already exists; pass --resume to continue it, "
+                "or choose another --out"
+            )
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.root / "recipe.yaml", recipe_yaml)
+        self.write_status("running", started=_now(), **info)
+
+    def read_status(self) -> dict:
+        try:
+            return json.loads((self.root / "run.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+    def write_status(self, status: str, **fields) -> None:
+        data = self.read_status()
+        data.update(fields)
+        data["status"] = status
+        data.setdefault("versions", versions())
+        data.setdefault("git_commit", _git_commit())
+        data["updated"] = _now()
+        if status in ("finished", "failed"):
+            data["ended"] = _now()
+        atomic_write_json(self.root / "run.json", data)
+
+    # --- metrics -----------------------------------------------------------------------------------
+    def append_metrics(self, row: dict) -> None:
+        """Append one line and make it durable before the step is considered done."""
+        self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(row, allow_nan=True) + "\n"
+        with open(self.metrics_path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def read_metrics(self) -> list[dict]:
+        """Complete, parseable metric lines (a half-written trailing line is ignored)."""
+        if not self.metrics_path.is_file():
+            return []
+        rows = []
+        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return rows
+
+    def truncate_after(self, step: int) -> None:
+        """Forget everything logged after ``step`` (it will be recomputed by the resumed run)."""
+        rows = [r for r in self.read_metrics() if r.get("step", 0) <= step]
+        atomic_write_jsonl(self.metrics_path, rows)
+        for sub in ("eval", "samples"):
+            d = self.root / sub
+            if d.is_dir():
+                for f in d.glob("step_*"):
+                    try:
+                        n = int(f.stem.split("_", 1)[1])
+                    except ValueError:
+                        continue
+                    if n > step:
+                        f.unlink()
+        ck = self.root / "checkpoints"
+        if ck.is_dir():
+            for d in ck.glob(".tmp-*"):
+                shutil.rmtree(d, ignore_errors=True)
+
+    # --- checkpoints -------------------------------------------------------------------------------
+    def save_checkpoint(self, step: int, model, tokenizer, trainer_state: dict, keep_last: int | None = None) -> Path:
+        """Write checkpoints/step_N atomically: a temp dir, fsynced, then renamed into place."""
+        final = self.checkpoint_path(step)
+        tmp = final.parent / f".tmp-step_{step}-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        torch.save(trainer_state, tmp / "trainer_state.pt")
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        if final.exists():
+            old = final.parent / f".tmp-old-step_{step}-{os.getpid()}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+        if keep_last:
+            for _, d in list_checkpoints(self.root)[:-keep_last]:
+                shutil.rmtree(d, ignore_errors=True)
+        return final
+
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        cks = list_checkpoints(self.root)
+        return cks[-1] if cks else None
+
+    def write_eval(self, step: int, result: dict) -> None:
+        atomic_write_json(self.eval_path(step), result)
+
+    def write_samples(self, step: int, rows: list[dict]) -> None:
+        atomic_write_jsonl(self.samples_path(step), rows)

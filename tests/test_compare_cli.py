@@ -1,0 +1,111 @@
+"""End to end: `compare_runs` and `rlvr compare` on synthetic runs, including broken and unfinished ones."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the synthetic-run helpers, whatever pytest's import mode
+from test_compare_synth import healthy_metrics, recipe, write_run  # noqa: E402
+
+from rlvr_cli.cli import main  # noqa: E402
+from rlvr_cli.cli.common import console  # noqa: E402
+from rlvr_cli.compare import compare_runs  # noqa: E402
+from rlvr_cli.compare.load import load_runs  # noqa: E402
+from rlvr_cli.compare.plot import make_figure  # noqa: E402
+from rlvr_cli.compare.variants import group_variants  # noqa: E402
+from rlvr_cli.errors import UserError  # noqa: E402
+
+STEPS = 30
+
+
+@pytest.fixture
+def ablation(tmp_path):
+    """Two variants x two seeds; one no-KL seed explodes at step ~15, one has a torn metrics line,
+    one lost its eval files; plus a run in progress, an SFT run and a directory that is not a run."""
+    runs = tmp_path / "runs"
+    no_kl = recipe(**{"kl.placement": "none", "kl.beta": 0.0})
+    paths = [write_run(runs, f"grpo_s{s}", seed=s, steps=STEPS) for s in (0, 1)]
+    t = np.arange(1, STEPS + 1)
+    exploding = healthy_metrics(STEPS, 1)
+    exploding["kl_mean"] = np.where(t < 14, 1e-3, np.minimum(1e-3 * 10 ** ((t - 13) * 0.75), 3.0))
+    exploding["kl_max"] = exploding["kl_mean"] * 30
+    exploding["kl_max"][-3:] = np.inf
+    paths += [write_run(runs, "nokl_s0", seed=0, rec=no_kl, steps=STEPS),
+              write_run(runs, "nokl_s1", seed=1, rec=no_kl, metrics=exploding)]
+    lines = (paths[1] / "metrics.jsonl").read_text().splitlines()
+    lines[4] = lines[4][:25]
+    (paths[1] / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    for f in (paths[2] / "eval").iterdir():
+        f.unlink()
+    live = write_run(runs, "live_s0", rec=recipe(**{"optim.lr": 3e-4}), steps=20, status="running")
+    with open(live / "metrics.jsonl", "a") as f:
+        f.write('{"step": 21, "reward_mean": 0.4, "kl_me')
+    sft = write_run(runs, "sft", rec=recipe(algorithm="sft"), evals={},
+                    metrics={"loss": np.linspace(2, 1, 10), "lr": np.full(10, 1e-3), "grad_norm": np.ones(10)})
+    (tmp_path / "notes").mkdir()
+    return [str(p) for p in paths + [live, sft]] + [str(tmp_path / "notes")]
+
+
+def test_compare_writes_figure_and_summary_and_reports_what_it_skipped(ablation, tmp_path):
+    res = compare_runs(ablation, tmp_path / "out", smooth=3)
+    out = tmp_path / "out"
+    for name in ("compare.png", "compare.svg", "summary.json", "summary.md"):
+        assert (out / name).stat().st_size > 0
+    s = json.loads((out / "summary.json").read_text())  # strict JSON: no NaN/Infinity tokens
+    assert s["schema_version"] == 1 and len(s["runs"]) == 6
+    assert [Path(x["path"]).name for x in s["skipped"]] == ["notes"]
+    labels = [v["label"] for v in s["variants"]]
+    assert len(labels) == 4 and "kl.placement=none" in " ".join(labels) and "algorithm=sft" in " ".join(labels)
+    nokl = next(v for v in s["variants"] if v["runs"][0].endswith("nokl_s0"))
+    assert nokl["seeds"] == [0, 1] and nokl["diagnosis"]["kl_explosion"]["detected"] == 1
+    assert 13 <= nokl["diagnosis"]["kl_explosion"]["onset_steps"][0] <= 17
+    assert nokl["final"]["pass@1"]["n"] == 1  # the seed without eval files is left out, not a crash
+    by_name = {Path(r["path"]).name: r for r in s["runs"]}
+    assert by_name["nokl_s0"]["final"]["pass@k"] is None and by_name["nokl_s0"]["final"]["k"] is None
+    assert any("line 5" in w for w in by_name["grpo_s1"]["warnings"])
+    assert by_name["live_s0"]["last_step"] == 20 and by_name["live_s0"]["status"] == "running"
+    assert by_name["sft"]["diagnosis"]["kl_explosion"]["status"] == "n/a"
+    assert s["variants"][0]["final"]["accuracy"]["std"] is not None and s["thresholds"]["KL_RISE_FACTOR"] == 100
+    md = (out / "summary.md").read_text()
+    assert "## Diagnosis" in md and "KL explosion: **detected**" in md and "notes" in md
+    assert res.files[0].name == "compare.png"
+
+
+def test_a_run_in_progress_is_plotted_up_to_its_last_full_line(ablation):
+    runs, _ = load_runs([p for p in ablation if p.endswith("live_s0")])
+    fig = make_figure(group_variants(runs), smooth=0)
+    reward_panel = fig.axes[0]
+    assert max(max(line.get_xdata()) for line in reward_panel.get_lines()) == 20
+
+
+def test_cli_compares_and_prints_a_table(ablation, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(console, "_width", 200)  # one table row per line, so labels are not folded
+    with pytest.raises(SystemExit) as e:
+        main(["compare", *ablation[:4], "--out", str(tmp_path / "o"), "--band", "std", "--smooth", "0"])
+    assert e.value.code == 0
+    err = capsys.readouterr().err
+    assert "KL explosion" in err and "kl.placement=none" in err and "1/2" in err
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["settings"]["band"] == "std"
+
+
+def test_cli_exits_2_naming_each_run_when_nothing_is_readable(tmp_path, capsys):
+    broken = write_run(tmp_path, "broken", steps=5)
+    (broken / "metrics.jsonl").write_text('{"step": 1, "rew')
+    with pytest.raises(SystemExit) as e:
+        main(["compare", str(broken), str(tmp_path / "missing"), "--out", str(tmp_path / "o")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "no readable run" in err and "broken: metrics.jsonl has no complete line" in err
+    assert "missing: does not exist" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_band_is_a_user_error(tmp_path):
+    write_run(tmp_path, "r", steps=5, evals={})
+    with pytest.raises(UserError, match="--band"):
+        compare_runs([str(tmp_path / "r")], tmp_path / "o", band="iqr")
