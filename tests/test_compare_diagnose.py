@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the synthetic-run helpers, whatever pytest's import mode
-from test_compare_synth import BASE_PASSK, healthy_evals, healthy_metrics, write_run  # noqa: E402
+from test_compare_synth import BASE_PASSK, healthy_evals, healthy_metrics, write_run
 
-from rlvr_cli.compare.diagnose import diagnose, entropy_collapse, kl_explosion, length_inflation  # noqa: E402
-from rlvr_cli.compare.load import load_run  # noqa: E402
+from rlvr_cli.compare.diagnose import diagnose, entropy_collapse, kl_explosion, length_inflation
+from rlvr_cli.compare.load import load_run
 
 STEPS = 60
 T = np.arange(1, STEPS + 1, dtype=float)
@@ -33,7 +33,10 @@ def _evals(**pass16_by_step):
 def test_healthy_run_has_no_failure_mode(tmp_path):
     verdicts = diagnose(_run(tmp_path))
     assert {m: v.status for m, v in verdicts.items()} == {
-        "kl_explosion": "none", "entropy_collapse": "none", "length_inflation": "none"}
+        "kl_explosion": "none",
+        "entropy_collapse": "none",
+        "length_inflation": "none",
+    }
     assert all(v.onset_step is None for v in verdicts.values())
 
 
@@ -66,7 +69,7 @@ def test_kl_turning_non_finite_is_an_explosion_from_that_step(tmp_path):
     m["kl_mean"] = np.where(T < 40, m["kl_mean"], np.nan)
     v = kl_explosion(_run(tmp_path, m))
     assert v.status == "detected" and v.onset_step == 40
-    assert "non-finite from step 40" in v.message
+    assert "turned non-finite at step 40" in v.message
 
 
 def test_one_noisy_kl_step_or_one_nan_is_not_an_explosion(tmp_path):
@@ -100,8 +103,12 @@ def test_entropy_collapse_with_pass_at_k_falling_below_base(tmp_path):
 def test_entropy_collapse_when_pass_at_k_stops_rising(tmp_path):
     m = healthy_metrics(STEPS)
     m["entropy"] = _collapsing_entropy()
-    v = entropy_collapse(_run(tmp_path, m, _evals(s20=0.98, s40=0.985, s60=0.97)))
+    evals = {0: {1: 0.3, 16: 0.8}, 20: {1: 0.4, 16: 0.85}, 40: {1: 0.45, 16: 0.86}, 60: {1: 0.42, 16: 0.87}}
+    v = entropy_collapse(_run(tmp_path, m, evals))
     assert v.status == "detected" and "stopped rising" in v.message
+    # At the ceiling a flat pass@k says nothing: only falling below the base would count.
+    at_ceiling = {0: {16: 0.985}, 20: {16: 0.99}, 40: {16: 0.995}, 60: {16: 0.99}}
+    assert entropy_collapse(_run(tmp_path, m, at_ceiling, name="ceiling")).status == "none"
 
 
 def test_entropy_fall_with_pass_at_k_still_rising_is_not_collapse(tmp_path):

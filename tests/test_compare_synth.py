@@ -8,7 +8,6 @@ bend into one failure at a known step.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -16,28 +15,66 @@ import yaml
 
 from rlvr_cli.compare.load import load_run, load_runs
 
-RL_KEYS = ("reward_mean", "accuracy", "kl_mean", "kl_max", "entropy", "len_mean", "len_correct", "len_incorrect",
-           "truncated_frac", "clip_low_frac", "clip_high_frac", "ratio_max", "zero_std_frac", "filtered_frac",
-           "grad_norm", "lr", "step_time_s", "gen_tokens")
+RL_KEYS = (
+    "reward_mean",
+    "accuracy",
+    "kl_mean",
+    "kl_max",
+    "entropy",
+    "len_mean",
+    "len_correct",
+    "len_incorrect",
+    "truncated_frac",
+    "clip_low_frac",
+    "clip_high_frac",
+    "ratio_max",
+    "zero_std_frac",
+    "filtered_frac",
+    "grad_norm",
+    "lr",
+    "step_time_s",
+    "gen_tokens",
+)
 BASE_PASSK = {1: 0.34, 2: 0.5, 4: 0.7, 8: 0.87, 16: 0.975}
 
 
 def recipe(**overrides) -> dict:
     """A resolved-looking recipe; overrides use dotted keys: recipe(**{"kl.placement": "none"})."""
     r = {
-        "name": "grpo", "description": "", "algorithm": "rl", "seed": 0, "steps": 60, "device": "cpu",
-        "threads": 1, "output_dir": "runs",
+        "name": "grpo",
+        "description": "",
+        "algorithm": "rl",
+        "seed": 0,
+        "steps": 60,
+        "device": "cpu",
+        "threads": 1,
+        "output_dir": "runs",
         "model": {"name": "builtin:tiny", "reference": None, "dtype": "auto"},
         "task": {"name": "arithmetic", "digits": 3, "num_eval": 256, "split_seed": 1234},
         "rollout": {"group_size": 8, "prompts_per_step": 16, "max_new_tokens": 64, "temperature": 1.0},
         "advantage": {"baseline": "group_mean", "scale": "group_std", "eps": 1e-6},
-        "loss": {"ratio": "token", "clip": {"eps_low": 0.2, "eps_high": 0.2, "dual_clip": None},
-                 "aggregation": "seq_mean_token_mean", "length_constant": 64, "entropy_coef": 0.0},
+        "loss": {
+            "ratio": "token",
+            "clip": {"eps_low": 0.2, "eps_high": 0.2, "dual_clip": None},
+            "aggregation": "seq_mean_token_mean",
+            "length_constant": 64,
+            "entropy_coef": 0.0,
+        },
         "kl": {"placement": "loss", "estimator": "k3", "beta": 0.04, "track": True, "ref_reset_every": None},
         "reward": {"terms": [{"type": "task", "weight": 1.0}], "timeout_s": 5.0, "workers": 0},
         "optim": {"lr": 1e-4, "schedule": "constant", "warmup_steps": 0, "mu": 1, "minibatches": 2, "micro_batches": 1},
-        "eval": {"every": 20, "at_start": True, "n": 16, "num_prompts": 64, "temperature": 1.0, "top_p": 1.0,
-                 "max_new_tokens": 64, "pass_at_k": [1, 2, 4, 8, 16], "maj_at_k": [1, 16], "seed": 1234},
+        "eval": {
+            "every": 20,
+            "at_start": True,
+            "n": 16,
+            "num_prompts": 64,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "max_new_tokens": 64,
+            "pass_at_k": [1, 2, 4, 8, 16],
+            "maj_at_k": [1, 16],
+            "seed": 1234,
+        },
         "checkpoint": {"every": 50, "keep_last": None},
     }
     for dotted, value in overrides.items():
@@ -56,15 +93,24 @@ def healthy_metrics(steps: int = 60, seed: int = 0) -> dict[str, np.ndarray]:
     acc = 0.35 + 0.35 * (1 - np.exp(-t / 25)) + rng.normal(0, 0.02, steps)
     kl = 2e-3 * (1 - np.exp(-(t - 1) / 20)) + 1e-5
     return {
-        "reward_mean": acc.copy(), "accuracy": acc,
-        "kl_mean": kl, "kl_max": kl * 30 + rng.uniform(0, 0.02, steps),
+        "reward_mean": acc.copy(),
+        "accuracy": acc,
+        "kl_mean": kl,
+        "kl_max": kl * 30 + rng.uniform(0, 0.02, steps),
         "entropy": 0.21 - 0.04 * t / steps + rng.normal(0, 0.004, steps),
-        "len_mean": 22 + rng.normal(0, 0.5, steps), "len_correct": 21 + rng.normal(0, 0.5, steps),
-        "len_incorrect": 23 + rng.normal(0, 0.8, steps), "truncated_frac": np.full(steps, 0.01),
-        "clip_low_frac": rng.uniform(0, 0.01, steps), "clip_high_frac": rng.uniform(0, 0.01, steps),
-        "ratio_max": 1.2 + rng.uniform(0, 0.3, steps), "zero_std_frac": rng.uniform(0.1, 0.3, steps),
-        "filtered_frac": np.zeros(steps), "grad_norm": rng.uniform(0.2, 0.5, steps), "lr": np.full(steps, 1e-4),
-        "step_time_s": np.full(steps, 0.8), "gen_tokens": np.full(steps, 2800.0),
+        "len_mean": 22 + rng.normal(0, 0.5, steps),
+        "len_correct": 21 + rng.normal(0, 0.5, steps),
+        "len_incorrect": 23 + rng.normal(0, 0.8, steps),
+        "truncated_frac": np.full(steps, 0.01),
+        "clip_low_frac": rng.uniform(0, 0.01, steps),
+        "clip_high_frac": rng.uniform(0, 0.01, steps),
+        "ratio_max": 1.2 + rng.uniform(0, 0.3, steps),
+        "zero_std_frac": rng.uniform(0.1, 0.3, steps),
+        "filtered_frac": np.zeros(steps),
+        "grad_norm": rng.uniform(0.2, 0.5, steps),
+        "lr": np.full(steps, 1e-4),
+        "step_time_s": np.full(steps, 0.8),
+        "gen_tokens": np.full(steps, 2800.0),
     }
 
 
@@ -76,9 +122,17 @@ def healthy_evals(steps: int = 60, every: int = 20) -> dict[int, dict[int, float
     return out
 
 
-def write_run(root: Path, name: str, *, seed: int = 0, rec: dict | None = None,
-              metrics: dict[str, np.ndarray] | None = None, evals: dict[int, dict[int, float]] | None = None,
-              status: str = "finished", steps: int = 60) -> Path:
+def write_run(
+    root: Path,
+    name: str,
+    *,
+    seed: int = 0,
+    rec: dict | None = None,
+    metrics: dict[str, np.ndarray] | None = None,
+    evals: dict[int, dict[int, float]] | None = None,
+    status: str = "finished",
+    steps: int = 60,
+) -> Path:
     """Write a run directory; ``metrics`` arrays are per step from step 1 (None entries -> null)."""
     d = Path(root) / name
     (d / "eval").mkdir(parents=True, exist_ok=True)
@@ -95,9 +149,19 @@ def write_run(root: Path, name: str, *, seed: int = 0, rec: dict | None = None,
         lines.append(json.dumps(row))
     (d / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     for step, passk in (healthy_evals(n) if evals is None else evals).items():
-        ev = {"step": step, "model": "m", "task": "arithmetic", "n": 16, "num_prompts": 64, "temperature": 1.0,
-              "seed": 1234, "pass_at_k": {str(k): v for k, v in passk.items()}, "maj_at_k": {"1": passk.get(1)},
-              "len_mean": 21.0, "budget": None}
+        ev = {
+            "step": step,
+            "model": "m",
+            "task": "arithmetic",
+            "n": 16,
+            "num_prompts": 64,
+            "temperature": 1.0,
+            "seed": 1234,
+            "pass_at_k": {str(k): v for k, v in passk.items()},
+            "maj_at_k": {"1": passk.get(1)},
+            "len_mean": 21.0,
+            "budget": None,
+        }
         (d / "eval" / f"step_{step}.json").write_text(json.dumps(ev), encoding="utf-8")
     return d
 

@@ -8,31 +8,38 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the synthetic-run helpers, whatever pytest's import mode
-from test_compare_synth import recipe, write_run  # noqa: E402
+from test_compare_synth import recipe, write_run
 
-from rlvr_cli.compare.load import load_run  # noqa: E402
-from rlvr_cli.compare.variants import differing_axes, format_value, group_variants  # noqa: E402
-from rlvr_cli.errors import UserError  # noqa: E402
+from rlvr_cli.compare.load import load_run
+from rlvr_cli.compare.variants import differing_axes, format_value, group_variants
+from rlvr_cli.errors import UserError
 
 
 def _runs(tmp_path, recipes: dict[str, tuple[dict, int]]):
-    return [load_run(write_run(tmp_path, name, rec=rec, seed=seed, steps=8, evals={}))
-            for name, (rec, seed) in recipes.items()]
+    return [
+        load_run(write_run(tmp_path, name, rec=rec, seed=seed, steps=8, evals={}))
+        for name, (rec, seed) in recipes.items()
+    ]
 
 
 def test_runs_differing_only_in_seed_and_bookkeeping_form_one_variant(tmp_path):
-    runs = _runs(tmp_path, {
-        "grpo_s0": (recipe(), 0),
-        "grpo_s1": (recipe(**{"output_dir": "elsewhere", "threads": 2, "checkpoint.every": 10}), 1),
-        "grpo_s2": (recipe(**{"eval.every": 5, "eval.pass_at_k": [1, 16], "reward.workers": 4}), 2),
-    })
+    runs = _runs(
+        tmp_path,
+        {
+            "grpo_s0": (recipe(), 0),
+            "grpo_s1": (recipe(**{"output_dir": "elsewhere", "threads": 2, "checkpoint.every": 10}), 1),
+            "grpo_s2": (recipe(**{"eval.every": 5, "eval.pass_at_k": [1, 16], "reward.workers": 4}), 2),
+        },
+    )
     (v,) = group_variants(runs)
     assert v.seeds == [0, 1, 2] and v.label == "grpo"
 
 
 def test_labels_name_the_differing_axes_not_the_directories(tmp_path):
     dapo_like = recipe(**{"kl.placement": "none", "kl.beta": 0.0, "loss.clip.eps_high": 0.28})
-    runs = _runs(tmp_path, {"a_s0": (recipe(), 0), "b_s0": (dapo_like, 0), "a_s1": (recipe(), 1), "b_s1": (dapo_like, 1)})
+    runs = _runs(
+        tmp_path, {"a_s0": (recipe(), 0), "b_s0": (dapo_like, 0), "a_s1": (recipe(), 1), "b_s1": (dapo_like, 1)}
+    )
     base, dapo = group_variants(runs)
     assert [r.name for r in base.runs] == ["a_s0", "a_s1"] and dapo.seeds == [0, 1]
     assert differing_axes([base, dapo]) == ["loss.clip.eps_high", "kl.placement", "kl.beta"]

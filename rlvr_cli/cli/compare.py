@@ -5,17 +5,37 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from rlvr_cli.cli.common import console
 
 
 def compare(
-    runs: list[str] = typer.Argument(..., help="Run directories (or a directory of runs, e.g. runs/).", show_default=False),
-    out: str = typer.Option("compare", "--out", help="Output directory for compare.png/.svg, summary.md and summary.json."),
-    smooth: int = typer.Option(5, "--smooth", min=0, help="Centred rolling mean over N steps in the plots (0 or 1 = off). The diagnosis always uses its own robust smoothing."),
+    runs: list[str] = typer.Argument(
+        ..., metavar="RUN_DIR", help="Run directories, or a directory of runs (e.g. runs/).", show_default=False
+    ),
+    out: str = typer.Option(
+        "compare", "--out", help="Output directory for compare.png/.svg, summary.md and summary.json."
+    ),
+    smooth: int = typer.Option(
+        5,
+        "--smooth",
+        min=0,
+        help=(
+            "Centred rolling mean over N steps in the plots (0 or 1 = off). "
+            "The diagnosis always uses its own robust smoothing."
+        ),
+    ),
     band: str = typer.Option("minmax", "--band", help="Band across seeds: minmax (min to max) or std (mean -+ 1 std)."),
-    label_by: str | None = typer.Option(None, "--label-by", help="Label variants by these recipe keys (comma-separated, e.g. kl.placement,clip.eps_high), or by 'name' (recipe name) or 'dir'. Default: the axes that differ."),
+    label_by: str | None = typer.Option(
+        None,
+        "--label-by",
+        help=(
+            "Label variants by these recipe keys (comma-separated, e.g. kl.placement,clip.eps_high), "
+            "or by 'name' (recipe name) or 'dir'. Default: the recipe axes that differ between variants."
+        ),
+    ),
 ) -> None:
     """Compare runs: group seeds into variants, plot them side by side, diagnose failure modes.
 
@@ -37,13 +57,18 @@ def compare(
     for v in summary["variants"]:
         f = v["final"]
         table.add_row(
-            v["label"], str(len(v["runs"])), "/".join(str(s) for s in sorted(set(v["last_steps"]))),
-            _mean(f["pass@1"]), _mean(f["pass@k"]) + (f" (k={v['k']})" if v["k"] and not same_k else ""),
+            escape(v["label"]),  # labels such as reward.terms=[task*1] are not markup
+            str(len(v["runs"])),
+            "/".join(str(s) for s in sorted(set(v["last_steps"]))),
+            _mean(f["pass@1"]),
+            _mean(f["pass@k"]) + (f" (k={v['k']})" if v["k"] and not same_k else ""),
             _diagnosis_cell(v["diagnosis"]),
         )
     console.print(table)
     for s in summary["skipped"]:
-        console.print(f"[yellow]skipped[/yellow] {s['path']}: {s['reason']}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[yellow]skipped[/yellow] {escape(s['path'])}: {escape(s['reason'])}", highlight=False, soft_wrap=True
+        )
     noted = sum(len(r["warnings"]) for r in summary["runs"]) + len(summary["warnings"])
     if noted:
         console.print(f"{noted} warning(s): see {Path(out) / 'summary.md'}", highlight=False)

@@ -35,7 +35,11 @@ def list_() -> None:
     table.add_column("name", style="bold")
     table.add_column("description")
     for name, path in list_shipped():
-        table.add_row(name, _header(path))
+        try:
+            desc = load_recipe(str(path)).description or _header(path)
+        except UserError as e:
+            desc = f"[red]invalid:[/red] {e.problems[0]}"
+        table.add_row(name, desc)
     console.print(table)
 
 

@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from rlvr_cli.compare.load import Run
 from rlvr_cli.compare.series import finite, first_sustained, rolling_median, start_level, stretch_start
@@ -54,7 +53,11 @@ ACC_MIN_GAIN = 0.05
 """Growth is excused when accuracy after the onset (median) exceeds its start level by more than this."""
 
 MODES = ("kl_explosion", "entropy_collapse", "length_inflation")
-TITLES = {"kl_explosion": "KL explosion", "entropy_collapse": "entropy collapse", "length_inflation": "length inflation"}
+TITLES = {
+    "kl_explosion": "KL explosion",
+    "entropy_collapse": "entropy collapse",
+    "length_inflation": "length inflation",
+}
 
 
 @dataclass
@@ -76,18 +79,21 @@ class Verdict:
 
 def diagnose(run: Run) -> dict[str, Verdict]:
     """All three rules on one run, keyed by mode."""
-    return {"kl_explosion": kl_explosion(run), "entropy_collapse": entropy_collapse(run),
-            "length_inflation": length_inflation(run)}
+    return {
+        "kl_explosion": kl_explosion(run),
+        "entropy_collapse": entropy_collapse(run),
+        "length_inflation": length_inflation(run),
+    }
 
 
 # --- KL explosion ----------------------------------------------------------------------------------
 def kl_explosion(run: Run) -> Verdict:
-    """KL explosion: for kl_max and kl_mean, with reference = max(lowest of the first START_STEPS
-    (5) values, floor) (KL_MAX_FLOOR = 0.1, KL_MEAN_FLOOR = 0.01), the rule fires at the first step where the smoothed
-    value reaches KL_RISE_FACTOR (100) x reference, or where NaN/Infinity is logged at
-    KL_NONFINITE_STEPS (2) consecutive steps (or at the last step). It began at
-    the first step of the unbroken run-up before that where the smoothed value was >= KL_ONSET_FACTOR
-    (10) x reference (or was non-finite). The earlier of the two metrics decides."""
+    """KL explosion: for kl_max and kl_mean, with reference = max(lowest of the first START_STEPS (5)
+    values, floor) (KL_MAX_FLOOR = 0.1, KL_MEAN_FLOOR = 0.01), the rule fires at the first step where
+    the smoothed value reaches KL_RISE_FACTOR (100) x reference, or where NaN/Infinity is logged at
+    KL_NONFINITE_STEPS (2) consecutive steps (or at the last step). It began at the first step of the
+    unbroken run-up before that where the smoothed value was >= KL_ONSET_FACTOR (10) x reference (or
+    was non-finite). Of the two metrics, the one whose explosion began first decides."""
     found, evidence = [], {}
     for key, floor in (("kl_max", KL_MAX_FLOOR), ("kl_mean", KL_MEAN_FLOOR)):
         s = run.series(key)
@@ -103,6 +109,7 @@ def kl_explosion(run: Run) -> Verdict:
         rise = first_sustained(sm >= KL_RISE_FACTOR * ref, 1)
         blowup = first_sustained(bad, KL_NONFINITE_STEPS)
         trigger = min((t for t in (rise, blowup) if t is not None), default=None)
+        how = "turned non-finite" if trigger is not None and trigger == blowup and trigger != rise else "rose"
         evidence[f"{key}_start"] = start
         evidence[f"{key}_reference"] = ref
         evidence[f"{key}_peak"] = float(sm.max()) if sm.notna().any() else float("nan")
@@ -111,26 +118,36 @@ def kl_explosion(run: Run) -> Verdict:
         if trigger is not None:
             onset = stretch_start(near, trigger)
             evidence[f"{key}_trigger_step"] = trigger
-            found.append((onset, trigger, key, start, ref, sm))
+            found.append((onset, trigger, key, start, ref, sm, how))
     if not evidence:
         return Verdict("kl_explosion", "n/a", "kl_max/kl_mean not logged (KL not tracked, or an SFT run)")
     reward = run.series("reward_mean")
     if reward is not None:
         evidence["reward_start"] = start_level(reward, START_STEPS)
-        evidence["reward_end"] = float(rolling_median(reward, DIAG_SMOOTH_STEPS).iloc[-1]) if reward.notna().any() else float("nan")
+        evidence["reward_end"] = (
+            float(rolling_median(reward, DIAG_SMOOTH_STEPS).iloc[-1]) if reward.notna().any() else float("nan")
+        )
     if not found:
         peaks = ", ".join(
             f"{k} peak {_g(evidence[k + '_peak'])} < {_g(KL_RISE_FACTOR * evidence[k + '_reference'])}"
-            for k in ("kl_max", "kl_mean") if k + "_peak" in evidence
+            for k in ("kl_max", "kl_mean")
+            if k + "_peak" in evidence
         )
         return Verdict("kl_explosion", "none", f"no explosion: {peaks}", evidence=evidence)
-    onset, trigger, key, start, ref, sm = min(found, key=lambda f: (f[0], f[1]))
-    at = sm.get(trigger, float("nan"))
-    parts = [f"{key} {_g(start)} at start -> {_g(at) if np.isfinite(at) else 'non-finite'} at step {trigger}"
-             f" (>= {KL_RISE_FACTOR:g}x reference {_g(ref)}), peak {_g(evidence[key + '_peak'])}"]
-    nonfinite_at = [evidence[k] for k in ("kl_max_first_nonfinite_step", "kl_mean_first_nonfinite_step") if k in evidence]
-    if nonfinite_at:
-        parts.append(f"non-finite from step {min(nonfinite_at)}")
+    onset, trigger, key, start, ref, sm, how = min(found, key=lambda f: (f[0], f[1]))
+    if how == "rose":
+        parts = [
+            (
+                f"{key} {_g(start)} at start -> {_g(sm[trigger])} at step {trigger} "
+                f"(>= {KL_RISE_FACTOR:g}x reference {_g(ref)}), peak {_g(evidence[key + '_peak'])}"
+            )
+        ]
+    else:
+        peak = _g(evidence[key + "_peak"])
+        parts = [f"{key} {_g(start)} at start turned non-finite at step {trigger}, finite peak {peak}"]
+    first_bad = [evidence[k] for k in ("kl_max_first_nonfinite_step", "kl_mean_first_nonfinite_step") if k in evidence]
+    if first_bad and how == "rose":
+        parts.append(f"first non-finite value at step {min(first_bad)}")
     if "reward_start" in evidence:
         parts.append(f"reward {_g(evidence['reward_start'])} -> {_g(evidence['reward_end'])}")
     evidence["trigger_step"] = trigger
@@ -143,46 +160,78 @@ def entropy_collapse(run: Run) -> Verdict:
     start level and stays there for PERSIST_STEPS (5) logged steps; onset = the first such step. It is
     *detected* when, at the largest k evaluated both at step 0 (the base) and at the last eval,
     pass@k has stopped rising (its best value at evals from the onset on is <= its value at the last
-    eval before the onset + PASSK_TOLERANCE) or ended below the base (last < base - PASSK_TOLERANCE).
+    eval before the onset + PASSK_TOLERANCE, that value being below 1 - PASSK_TOLERANCE so there was
+    room to rise) or ended below the base (last < base - PASSK_TOLERANCE).
     Without a base eval and an eval from the onset on it is only *possible*."""
     s = run.series("entropy")
     if s is None or s.notna().sum() <= START_STEPS:
         return Verdict("entropy_collapse", "n/a", "entropy not logged or too few steps")
     start = start_level(s, START_STEPS)
     sm = rolling_median(s, DIAG_SMOOTH_STEPS)
-    evidence = {"entropy_start": start, "entropy_end": float(sm.iloc[-1]), "entropy_min": float(sm.min()),
-                "entropy_end_fraction": float(sm.iloc[-1] / start) if start > 0 else float("nan")}
+    evidence = {
+        "entropy_start": start,
+        "entropy_end": float(sm.iloc[-1]),
+        "entropy_min": float(sm.min()),
+        "entropy_end_fraction": float(sm.iloc[-1] / start) if start > 0 else float("nan"),
+    }
     if not start > 0:
         return Verdict("entropy_collapse", "n/a", f"entropy start level {_g(start)} is not positive", evidence=evidence)
     onset = first_sustained(sm <= ENTROPY_COLLAPSE_FRACTION * start, PERSIST_STEPS)
     fell = f"entropy {_g(start)} -> {_g(evidence['entropy_end'])} ({evidence['entropy_end_fraction']:.0%} of start)"
     if onset is None:
-        return Verdict("entropy_collapse", "none", f"{fell}; threshold {ENTROPY_COLLAPSE_FRACTION:.0%}", evidence=evidence)
+        return Verdict(
+            "entropy_collapse", "none", f"{fell}; threshold {ENTROPY_COLLAPSE_FRACTION:.0%}", evidence=evidence
+        )
     evidence["entropy_at_onset"] = float(sm.loc[onset])
     passk = _passk_at_largest_k(run)
     if passk is None:
-        return Verdict("entropy_collapse", "possible", f"from step {onset}: {fell}; no base and later eval to check pass@k",
-                       onset, evidence)
+        return Verdict(
+            "entropy_collapse",
+            "possible",
+            f"from step {onset}: {fell}; no base and later eval to check pass@k",
+            onset,
+            evidence,
+        )
     k, by_step = passk
     base, last_step = by_step[0], max(by_step)
     before_step = max(st for st in by_step if st < onset)
     after = {st: v for st, v in by_step.items() if st >= onset}
-    evidence.update({"k": k, "passk_base": base, "passk_last": by_step[last_step], "passk_last_step": last_step,
-                     "passk_before_onset": by_step[before_step], "passk_before_onset_step": before_step})
+    evidence.update(
+        {
+            "k": k,
+            "passk_base": base,
+            "passk_last": by_step[last_step],
+            "passk_last_step": last_step,
+            "passk_before_onset": by_step[before_step],
+            "passk_before_onset_step": before_step,
+        }
+    )
     if not after:
-        return Verdict("entropy_collapse", "possible",
-                       f"from step {onset}: {fell}; no eval from step {onset} on to check pass@{k}", onset, evidence)
+        return Verdict(
+            "entropy_collapse",
+            "possible",
+            f"from step {onset}: {fell}; no eval from step {onset} on to check pass@{k}",
+            onset,
+            evidence,
+        )
     best_after = max(after.values())
     evidence["passk_best_after_onset"] = best_after
     below_base = by_step[last_step] < base - PASSK_TOLERANCE
-    stalled = best_after <= by_step[before_step] + PASSK_TOLERANCE
-    trend = (f"pass@{k} base {_g(base)}, step {before_step} {_g(by_step[before_step])}, "
-             f"best after onset {_g(best_after)}, last (step {last_step}) {_g(by_step[last_step])}")
+    # "Stopped rising" needs room to rise: at pass@k ~ 1 a flat curve says nothing about narrowing.
+    room = by_step[before_step] < 1.0 - PASSK_TOLERANCE
+    stalled = room and best_after <= by_step[before_step] + PASSK_TOLERANCE
+    trend = (
+        f"pass@{k} base {_g(base)}, step {before_step} {_g(by_step[before_step])}, "
+        f"best after onset {_g(best_after)}, last (step {last_step}) {_g(by_step[last_step])}"
+    )
     if below_base or stalled:
         why = "fell below the base" if below_base else "stopped rising"
-        return Verdict("entropy_collapse", "detected", f"from step {onset}: {fell}; pass@{k} {why}: {trend}", onset, evidence)
-    return Verdict("entropy_collapse", "none", f"{fell} from step {onset}, but pass@{k} kept rising: {trend}",
-                   None, evidence)
+        return Verdict(
+            "entropy_collapse", "detected", f"from step {onset}: {fell}; pass@{k} {why}: {trend}", onset, evidence
+        )
+    return Verdict(
+        "entropy_collapse", "none", f"{fell} from step {onset}, but pass@{k} kept rising: {trend}", None, evidence
+    )
 
 
 def _passk_at_largest_k(run: Run) -> tuple[int, dict[int, float]] | None:
@@ -209,8 +258,11 @@ def length_inflation(run: Run) -> Verdict:
         return Verdict("length_inflation", "n/a", "len_incorrect not logged or too few steps with incorrect responses")
     start = start_level(s, START_STEPS)
     sm = rolling_median(s, DIAG_SMOOTH_STEPS)
-    evidence = {"len_incorrect_start": start, "len_incorrect_end": float(sm.iloc[-1]),
-                "len_incorrect_max": float(sm.max())}
+    evidence = {
+        "len_incorrect_start": start,
+        "len_incorrect_end": float(sm.iloc[-1]),
+        "len_incorrect_max": float(sm.max()),
+    }
     correct = run.series("len_correct")
     if correct is not None and correct.notna().any():
         evidence["len_correct_start"] = start_level(correct, START_STEPS)
@@ -224,14 +276,17 @@ def length_inflation(run: Run) -> Verdict:
     evidence.update({"trigger_step": trigger, "len_incorrect_at_trigger": float(sm.loc[trigger])})
     acc = run.series("accuracy")
     if acc is None or acc.notna().sum() == 0:
-        return Verdict("length_inflation", "possible", f"from step {onset}: {grew}; accuracy not logged", onset, evidence)
+        return Verdict(
+            "length_inflation", "possible", f"from step {onset}: {grew}; accuracy not logged", onset, evidence
+        )
     acc_start = start_level(acc, START_STEPS)
     acc_after = float(acc.loc[onset:].dropna().median())
     evidence.update({"accuracy_start": acc_start, "accuracy_after_onset": acc_after})
     acc_text = f"accuracy {_g(acc_start)} at start, {_g(acc_after)} (median) from step {onset}"
     if acc_after > acc_start + ACC_MIN_GAIN:
-        return Verdict("length_inflation", "none", f"{grew} from step {onset}, but accuracy rose: {acc_text}",
-                       None, evidence)
+        return Verdict(
+            "length_inflation", "none", f"{grew} from step {onset}, but accuracy rose: {acc_text}", None, evidence
+        )
     return Verdict("length_inflation", "detected", f"from step {onset}: {grew} while {acc_text}", onset, evidence)
 
 

@@ -260,9 +260,13 @@ def _is_nonfinite_number(v) -> bool:
 
 def _read_evals(path: Path, warnings: list[str]) -> dict[int, dict]:
     d = path / "eval"
-    files = sorted(
-        ((int(m.group(1)), p) for p in d.glob("step_*.json") if (m := _EVAL_NAME.match(p.name))),
-    ) if d.is_dir() else []
+    files = (
+        sorted(
+            ((int(m.group(1)), p) for p in d.glob("step_*.json") if (m := _EVAL_NAME.match(p.name))),
+        )
+        if d.is_dir()
+        else []
+    )
     if not files:
         warnings.append("no eval/step_N.json files: pass@k not available")
         return {}

@@ -3,9 +3,10 @@
 Each variant has one colour. On per-step panels the line is the mean over the seeds that logged
 that step and the band is min-max (or mean -+ std) across those seeds, after an optional centred
 rolling mean over ``smooth`` steps per seed. KL spans orders of magnitude, so its panel smooths and
-averages log10(KL): its line is the geometric mean over seeds (steps with KL <= 0 are not drawn). Non-finite values are not
-drawn; an ``x`` at the top of a panel marks the first step where a run logged one. Runs in progress
-are drawn up to their last complete line. Drawn with the Agg canvas, never a GUI backend.
+averages log10(KL): its line is the geometric mean over seeds (steps with KL <= 0 are not drawn).
+Non-finite values are not drawn: the mean and band have a gap at steps where any seed logged one,
+and an ``x`` at the top of the panel marks the first such step. Runs in progress are drawn up to
+their last complete line. Drawn with the Agg canvas, never a GUI backend.
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ STEP_PANELS = [
     ("KL to reference (nats/token)", [("kl_mean", "-", "mean"), ("kl_max", "--", "max")], True),
     ("entropy (nats/token)", [("entropy", "-", "entropy")], False),
     ("response length (tokens)", [("len_correct", "-", "correct"), ("len_incorrect", "--", "incorrect")], False),
-    ("clip fraction", [("clip_low_frac", "-", "low (1-eps_low)"), ("clip_high_frac", "--", "high (1+eps_high)")], False),
+    (
+        "clip fraction",
+        [("clip_low_frac", "-", "low (1-eps_low)"), ("clip_high_frac", "--", "high (1+eps_high)")],
+        False,
+    ),
     ("groups without signal", [("zero_std_frac", "-", "zero spread"), ("filtered_frac", "--", "filtered")], False),
 ]
 BAND_ALPHA = 0.18
@@ -93,27 +98,38 @@ def _step_panel(ax, variants, colors, title, metrics, log, smooth, band) -> None
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
     if len(metrics) > 1:
-        ax.legend(handles=[Line2D([], [], color="0.3", linestyle=s, label=n) for _, s, n in metrics],
-                  fontsize=8, loc="best", framealpha=0.6)
+        ax.legend(
+            handles=[Line2D([], [], color="0.3", linestyle=s, label=n) for _, s, n in metrics],
+            fontsize=8,
+            loc="best",
+            framealpha=0.6,
+        )
     if not drawn:
         ax.text(0.5, 0.5, "not logged by these runs", transform=ax.transAxes, ha="center", va="center", color="0.5")
 
 
 def _prepared(run: Run, key: str, log: bool, smooth: int) -> pd.Series | None:
-    """The run's series for plotting: finite values only, log10 of positive ones on log panels
-    (smoothing a quantity that spans orders of magnitude is done in log space), smoothed."""
+    """The run's series for plotting: the finite values (log10 of the positive ones on log panels:
+    a quantity that spans orders of magnitude is smoothed in log space), smoothed, with +inf put back
+    at steps that logged NaN/inf so that the mean over seeds shows a gap there."""
     s = run.series(key)
     if s is None:
         return None
-    s = finite(s)
+    f = finite(s)
     if log:
-        s = np.log10(s[s > 0])
-    return rolling_mean(s, smooth)
+        f = np.log10(f[f > 0])
+    bad = run.nonfinite[key]
+    diverged = pd.Series(np.inf, index=bad.index[bad.to_numpy()])
+    return pd.concat([rolling_mean(f, smooth), diverged]).sort_index() if len(diverged) else rolling_mean(f, smooth)
 
 
 def _mark_nonfinite(ax, runs: list[Run], keys: list[str], color) -> None:
-    steps = [int(r.nonfinite[k][r.nonfinite[k]].index[0]) for r in runs for k in keys
-             if k in r.nonfinite.columns and r.nonfinite[k].any()]
+    steps = [
+        int(r.nonfinite[k][r.nonfinite[k]].index[0])
+        for r in runs
+        for k in keys
+        if k in r.nonfinite.columns and r.nonfinite[k].any()
+    ]
     if steps:
         trans = blended_transform_factory(ax.transData, ax.transAxes)
         ax.plot([min(steps)], [0.97], marker="x", markersize=9, color=color, transform=trans, clip_on=False)
@@ -122,8 +138,10 @@ def _mark_nonfinite(ax, runs: list[Run], keys: list[str], color) -> None:
 def _eval_pass1(ax, variants, colors) -> None:
     """Held-out pass@1 at the eval points, as dots on the reward/accuracy panel."""
     for v, color in zip(variants, colors):
-        per_seed = [pd.Series({st: e["pass_at_k"][1] for st, e in r.evals.items() if 1 in e["pass_at_k"]}, dtype=float)
-                    for r in v.runs]
+        per_seed = [
+            pd.Series({st: e["pass_at_k"][1] for st, e in r.evals.items() if 1 in e["pass_at_k"]}, dtype=float)
+            for r in v.runs
+        ]
         per_seed = [s for s in per_seed if not s.empty]
         if per_seed:
             agg = across_seeds(per_seed, "minmax")
@@ -183,7 +201,7 @@ def _legend_panel(ax, variants, colors, smooth, band) -> None:
     for v, color in zip(variants, colors):
         steps = sorted({r.last_step for r in v.runs})
         running = sum(r.status == "running" for r in v.runs)
-        evals = sorted({max(r.evals) for r in v.runs if r.evals})
+        evals = sorted({max(r.evals) for r in v.runs if any(st > 0 for st in r.evals)})
         info = f"{len(v.runs)} seed{'s' if len(v.runs) > 1 else ''}, step {_span(steps)}"
         if evals:
             info += f", last eval {_span(evals)}"
@@ -197,8 +215,15 @@ def _legend_panel(ax, variants, colors, smooth, band) -> None:
     ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False)
     band_text = "min-max" if band == "minmax" else "mean -+ 1 std (ddof=1)"
     smooth_text = f"centred rolling mean over {smooth} steps" if smooth > 1 else "no smoothing"
-    ax.text(0.0, 0.02, f"lines: mean over seeds; bands: {band_text} across seeds; {smooth_text}",
-            transform=ax.transAxes, fontsize=8, color="0.3", va="bottom")
+    ax.text(
+        0.0,
+        0.02,
+        f"lines: mean over seeds; bands: {band_text} across seeds; {smooth_text}",
+        transform=ax.transAxes,
+        fontsize=8,
+        color="0.3",
+        va="bottom",
+    )
 
 
 def _span(values: list[int]) -> str:

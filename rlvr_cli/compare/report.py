@@ -13,8 +13,17 @@ from rlvr_cli.compare.variants import Variant, differing_axes, flatten, group_va
 from rlvr_cli.errors import UserError
 from rlvr_cli.io import atomic_write_json, atomic_write_text
 
-MEASUREMENT_KEYS = ("eval.n", "eval.num_prompts", "eval.temperature", "eval.top_p", "eval.max_new_tokens",
-                    "eval.seed", "task.name", "task.num_eval", "task.split_seed")
+MEASUREMENT_KEYS = (
+    "eval.n",
+    "eval.num_prompts",
+    "eval.temperature",
+    "eval.top_p",
+    "eval.max_new_tokens",
+    "eval.seed",
+    "task.name",
+    "task.num_eval",
+    "task.split_seed",
+)
 """Recipe keys that change what pass@k measures; when they differ between variants, say so."""
 BANDS = ("minmax", "std")
 
@@ -28,8 +37,9 @@ class CompareResult:
     files: list[Path]
 
 
-def compare_runs(paths: list[str], out_dir: str | Path, smooth: int = 5, band: str = "minmax",
-                 label_by: str | None = None) -> CompareResult:
+def compare_runs(
+    paths: list[str], out_dir: str | Path, smooth: int = 5, band: str = "minmax", label_by: str | None = None
+) -> CompareResult:
     """Compare the runs under ``paths``; write compare.png/.svg, summary.json and summary.md to ``out_dir``.
 
     A run that cannot be read is skipped with its reason; when none can, :class:`UserError` names each
@@ -45,12 +55,22 @@ def compare_runs(paths: list[str], out_dir: str | Path, smooth: int = 5, band: s
     variants = group_variants(runs, label_by)
     verdicts = {str(r.path): diagnose(r) for v in variants for r in v.runs}
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a directory")
     fig = make_figure(variants, smooth=smooth, band=band)
-    files = save_figure(fig, out)
+    try:
+        files = save_figure(fig, out)
+    except OSError as e:
+        raise UserError(f"--out {out}: cannot write the figure ({e.strerror or e})") from None
     summary = build_summary(
-        variants, verdicts, skipped, axes=differing_axes(variants),
+        variants,
+        verdicts,
+        skipped,
+        axes=differing_axes(variants),
         settings={"smooth": smooth, "band": band, "label_by": label_by},
-        warnings=comparability_warnings(variants), figures=[f.name for f in files], out_dir=str(out),
+        warnings=comparability_warnings(variants),
+        figures=[f.name for f in files],
+        out_dir=str(out),
     )
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", render_markdown(summary))
@@ -67,8 +87,16 @@ def comparability_warnings(variants: list[Variant]) -> list[str]:
         warnings.append(f"pass@k is measured differently across variants ({names}): compare those numbers with care")
     algorithms = {str(v.runs[0].recipe.get("algorithm", "rl")) for v in variants}
     if len(algorithms) > 1:
-        warnings.append("RL and SFT runs are compared together: SFT runs log no RL metrics and appear only where data exists")
+        warnings.append(
+            "RL and SFT runs are compared together: SFT runs log no RL metrics and appear only where data exists"
+        )
+    for v in variants:
+        seeds = [sd for sd in v.seeds if sd is not None]
+        if len(seeds) != len(set(seeds)):
+            warnings.append(f"variant '{v.label}' has several runs with the same seed: its band is not a seed spread")
     models = {str(flatten(v.runs[0].recipe).get("model.name")) for v in variants}
     if len(models) > 1:
-        warnings.append(f"variants start from different models ({', '.join(sorted(models))}): each has its own base curve")
+        warnings.append(
+            f"variants start from different models ({', '.join(sorted(models))}): each has its own base curve"
+        )
     return warnings

@@ -74,11 +74,16 @@ def stretch_start(mask: pd.Series, step: int) -> int:
 
 def across_seeds(per_seed: list[pd.Series], band: str) -> pd.DataFrame:
     """Mean over the seeds that logged each step, with a band: ``minmax`` (lo = min, hi = max) or
-    ``std`` (mean -+ sample std, ddof=1; zero width with one seed). Columns: mean, lo, hi, n."""
-    table = pd.concat([finite(s) for s in per_seed], axis=1) if per_seed else pd.DataFrame()
+    ``std`` (mean -+ sample std, ddof=1; zero width with one seed). Columns: mean, lo, hi, n.
+
+    NaN means "not logged" and is skipped; a step where some seed holds +-inf (a diverged value)
+    gets NaN mean and band, so a plot shows a gap there rather than the mean of the seeds that survived."""
+    table = pd.concat(per_seed, axis=1) if per_seed else pd.DataFrame()
     if table.empty:
         return pd.DataFrame(columns=["mean", "lo", "hi", "n"], dtype=float)
     table = table.sort_index()
+    diverged = np.isinf(table.to_numpy(dtype=float)).any(axis=1)
+    table = table.where(~np.isinf(table.to_numpy(dtype=float)))
     mean = table.mean(axis=1)
     if band == "std":
         sd = table.std(axis=1, ddof=1).fillna(0.0)
@@ -86,7 +91,8 @@ def across_seeds(per_seed: list[pd.Series], band: str) -> pd.DataFrame:
     else:
         lo, hi = table.min(axis=1), table.max(axis=1)
     out = pd.DataFrame({"mean": mean, "lo": lo, "hi": hi, "n": table.count(axis=1)})
-    return out[out["n"] > 0]
+    out.loc[diverged, ["mean", "lo", "hi"]] = np.nan
+    return out[(out["n"] > 0) | diverged]
 
 
 def spread(values: list[float | None]) -> dict:

@@ -45,11 +45,27 @@ FINAL_STEPS = 10
 """Training metrics are reported as the median of the last 10 logged steps."""
 TRAIN_FINALS = ("accuracy", "len_mean", "kl_mean", "entropy")
 TABLE_COLUMNS = ("accuracy", "pass@1", "pass@k", "len_mean", "kl_mean", "entropy")
-RULES = {"kl_explosion": dg.kl_explosion, "entropy_collapse": dg.entropy_collapse,
-         "length_inflation": dg.length_inflation}
-THRESHOLDS = ("DIAG_SMOOTH_STEPS", "START_STEPS", "PERSIST_STEPS", "KL_RISE_FACTOR", "KL_ONSET_FACTOR",
-              "KL_MEAN_FLOOR", "KL_MAX_FLOOR", "KL_NONFINITE_STEPS", "ENTROPY_COLLAPSE_FRACTION",
-              "PASSK_TOLERANCE", "LEN_GROWTH_FACTOR", "LEN_MIN_GROWTH_TOKENS", "LEN_ONSET_FACTOR", "ACC_MIN_GAIN")
+RULES = {
+    "kl_explosion": dg.kl_explosion,
+    "entropy_collapse": dg.entropy_collapse,
+    "length_inflation": dg.length_inflation,
+}
+THRESHOLDS = (
+    "DIAG_SMOOTH_STEPS",
+    "START_STEPS",
+    "PERSIST_STEPS",
+    "KL_RISE_FACTOR",
+    "KL_ONSET_FACTOR",
+    "KL_MEAN_FLOOR",
+    "KL_MAX_FLOOR",
+    "KL_NONFINITE_STEPS",
+    "ENTROPY_COLLAPSE_FRACTION",
+    "PASSK_TOLERANCE",
+    "LEN_GROWTH_FACTOR",
+    "LEN_MIN_GROWTH_TOKENS",
+    "LEN_ONSET_FACTOR",
+    "ACC_MIN_GAIN",
+)
 
 
 def run_finals(run: Run, k: int | None = None) -> dict:
@@ -74,32 +90,50 @@ def variant_k(v: Variant) -> int | None:
     return max(common) if common else None
 
 
-def build_summary(variants: list[Variant], verdicts: dict[str, dict[str, dg.Verdict]], skipped: list[Skipped],
-                  axes: list[str], settings: dict, warnings: list[str], figures: list[str], out_dir: str) -> dict:
+def build_summary(
+    variants: list[Variant],
+    verdicts: dict[str, dict[str, dg.Verdict]],
+    skipped: list[Skipped],
+    axes: list[str],
+    settings: dict,
+    warnings: list[str],
+    figures: list[str],
+    out_dir: str,
+) -> dict:
     """The summary.json object (schema in the module docstring); ``verdicts`` is keyed by run path."""
     out_variants, out_runs = [], []
     for v in variants:
         k = variant_k(v)
         finals = [run_finals(r, k) for r in v.runs]
         bases = [r.evals[0]["pass_at_k"] for r in v.runs if 0 in r.evals]
-        out_variants.append({
-            "label": v.label,
-            "axes": {a: _plain(x) for a, x in v.axes.items()},
-            "runs": [str(r.path) for r in v.runs],
-            "seeds": v.seeds,
-            "last_steps": [r.last_step for r in v.runs],
-            "k": k,
-            "final": {c: spread([f[c] for f in finals]) for c in TABLE_COLUMNS},
-            "base": {"pass@1": spread([b.get(1) for b in bases]), "pass@k": spread([b.get(k) for b in bases])},
-            "diagnosis": {m: _count(verdicts[str(r.path)][m] for r in v.runs) for m in dg.MODES},
-        })
+        out_variants.append(
+            {
+                "label": v.label,
+                "axes": {a: _plain(x) for a, x in v.axes.items()},
+                "runs": [str(r.path) for r in v.runs],
+                "seeds": v.seeds,
+                "last_steps": [r.last_step for r in v.runs],
+                "k": k,
+                "final": {c: spread([f[c] for f in finals]) for c in TABLE_COLUMNS},
+                "base": {"pass@1": spread([b.get(1) for b in bases]), "pass@k": spread([b.get(k) for b in bases])},
+                "diagnosis": {m: _count(verdicts[str(r.path)][m] for r in v.runs) for m in dg.MODES},
+            }
+        )
         for r, f in zip(v.runs, finals):
-            out_runs.append({
-                "path": str(r.path), "name": r.name, "variant": v.label, "seed": r.seed, "status": r.status,
-                "last_step": r.last_step, "eval_steps": sorted(r.evals), "warnings": list(r.warnings),
-                "final": {key: _num(x) for key, x in f.items()},
-                "diagnosis": {m: verdicts[str(r.path)][m].to_json() for m in dg.MODES},
-            })
+            out_runs.append(
+                {
+                    "path": str(r.path),
+                    "name": r.name,
+                    "variant": v.label,
+                    "seed": r.seed,
+                    "status": r.status,
+                    "last_step": r.last_step,
+                    "eval_steps": sorted(r.evals),
+                    "warnings": list(r.warnings),
+                    "final": {key: _num(x) for key, x in f.items()},
+                    "diagnosis": {m: verdicts[str(r.path)][m].to_json() for m in dg.MODES},
+                }
+            )
     return {
         "schema_version": 1,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -138,7 +172,7 @@ def render_markdown(summary: dict) -> str:
     for m, text in summary["rules"].items():
         text = " ".join(text.split())
         title = dg.TITLES[m]
-        text = text[len(title) + 2:] if text.lower().startswith(title.lower() + ": ") else text
+        text = text[len(title) + 2 :] if text.lower().startswith(title.lower() + ": ") else text
         lines += [f"- **{title}**: {text}", ""]
     lines.append("Thresholds: " + ", ".join(f"{k} = {v:g}" for k, v in summary["thresholds"].items()) + ".")
     lines.append("")
@@ -153,19 +187,47 @@ def render_markdown(summary: dict) -> str:
 def _variant_table(summary: dict) -> list[str]:
     ks = {v["k"] for v in summary["variants"] if v["k"] is not None}
     passk = f"pass@{ks.pop()}" if len(ks) == 1 else "pass@k (largest k)"
-    head = ["variant", "seeds", "last step", "accuracy", "pass@1", passk, "length", "KL", "entropy", "base pass@1 / pass@k"]
+    head = [
+        "variant",
+        "seeds",
+        "last step",
+        "accuracy",
+        "pass@1",
+        passk,
+        "length",
+        "KL",
+        "entropy",
+        "base pass@1 / pass@k",
+    ]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for v in summary["variants"]:
         f = v["final"]
         kcell = cell(f["pass@k"]) + (f" (k={v['k']})" if passk.endswith("(largest k)") and v["k"] else "")
         base = f"{cell(v['base']['pass@1'])} / {cell(v['base']['pass@k'])}"
-        rows.append("| " + " | ".join([
-            v["label"].replace("|", "\\|"), str(len(v["runs"])), _steps(v["last_steps"]), cell(f["accuracy"]),
-            cell(f["pass@1"]), kcell, cell(f["len_mean"]), cell(f["kl_mean"]), cell(f["entropy"]), base,
-        ]) + " |")
-    return rows + ["", "Cells: mean ± std across seeds [min, max]. Training metrics (accuracy, length, KL, "
-                   f"entropy) are the median of each run's last {FINAL_STEPS} logged steps; pass@k is from each "
-                   "run's last eval file; base is eval/step_0.json."]
+        rows.append(
+            "| "
+            + " | ".join(
+                [
+                    v["label"].replace("|", "\\|"),
+                    str(len(v["runs"])),
+                    _steps(v["last_steps"]),
+                    cell(f["accuracy"]),
+                    cell(f["pass@1"]),
+                    kcell,
+                    cell(f["len_mean"]),
+                    cell(f["kl_mean"]),
+                    cell(f["entropy"]),
+                    base,
+                ]
+            )
+            + " |"
+        )
+    note = (
+        "Cells: mean ± std across seeds [min, max]. Training metrics (accuracy, length, KL, entropy) are "
+        f"the median of each run's last {FINAL_STEPS} logged steps; pass@k is from each run's last eval file; "
+        "base is eval/step_0.json."
+    )
+    return rows + ["", note]
 
 
 def cell(sp: dict) -> str:

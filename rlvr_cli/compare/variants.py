@@ -28,10 +28,18 @@ from rlvr_cli.compare.load import Run
 from rlvr_cli.errors import UserError
 
 NEVER_IDENTIFYING = {
-    "name", "description", "seed", "output_dir", "device", "threads",
-    "reward.workers",        # verifier processes: speed only
-    "optim.micro_batches",   # gradient accumulation: memory only (tested to leave the gradient unchanged)
-    "eval.every", "eval.at_start", "eval.pass_at_k", "eval.maj_at_k",
+    "name",
+    "description",
+    "seed",
+    "output_dir",
+    "device",
+    "threads",
+    "reward.workers",  # verifier processes: speed only
+    "optim.micro_batches",  # gradient accumulation: memory only (tested to leave the gradient unchanged)
+    "eval.every",
+    "eval.at_start",
+    "eval.pass_at_k",
+    "eval.maj_at_k",
 }
 NEVER_IDENTIFYING_PREFIXES = ("checkpoint.",)
 
@@ -163,7 +171,9 @@ def resolve_label_keys(label_by: str, variants: list[Variant]) -> list[str]:
         if len(matches) == 1:
             keys.append(matches[0])
         elif not matches:
-            problems.append(f"--label-by {want}: not a recipe key of these runs (e.g. kl.placement, loss.clip.eps_high)")
+            problems.append(
+                f"--label-by {want}: not a recipe key of these runs (e.g. kl.placement, loss.clip.eps_high)"
+            )
         else:
             problems.append(f"--label-by {want}: ambiguous, matches {', '.join(matches)}")
     if problems:

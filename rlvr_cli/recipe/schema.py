@@ -116,7 +116,9 @@ class DatasetTask(Strict):
     split: str = "train"
     """Split that training prompts come from."""
     eval_split: str | None = None
-    """Split of the held-out prompts; null means a deterministic `eval_fraction` of `split`."""
+    """Hub dataset split of the held-out prompts (e.g. `test`); null means `eval_path` or a hashed fraction of `split`."""
+    eval_path: str | None = None
+    """A local file of held-out prompts (same fields), for file datasets."""
     eval_fraction: float = Field(0.1, gt=0, lt=1)
     """Fraction of `split` held out (by a hash of the question) when `eval_split` is null."""
     num_eval: int | None = Field(None, ge=1)
@@ -137,6 +139,8 @@ class DatasetTask(Strict):
     def _regex_given(self):
         if self.answer_extraction == "regex" and not self.answer_regex:
             raise ValueError("answer_extraction 'regex' needs answer_regex")
+        if self.eval_split and self.eval_path:
+            raise ValueError("give eval_split (hub datasets) or eval_path (local files), not both")
         return self
 
 

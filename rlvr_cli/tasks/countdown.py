@@ -36,8 +36,9 @@ def _apply(op: str, x: Fraction, y: Fraction) -> Fraction | None:
 def solutions(numbers: tuple[int, ...], target: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Every (equation, steps) that reaches ``target`` from a subset of ``numbers``, each used at most once.
 
-    Items are combined two at a time (the classic countdown search); ``steps`` are the intermediate
-    equations `5*3=15` in the order they were made (only for integer intermediate values).
+    Items are combined two at a time in both orders (the classic countdown search); ``steps`` are the
+    intermediate equations `5*3=15` in the order they were made. Exhaustive, so slow for 4 numbers:
+    traces use :func:`random_solution`; this is the reference for tests and a fallback.
     """
     found: dict[str, tuple[str, ...]] = {}
 
@@ -52,9 +53,7 @@ def solutions(numbers: tuple[int, ...], target: int) -> tuple[tuple[str, tuple[s
                 if i == j:
                     continue
                 (vx, ex, sx), (vy, ey, sy) = items[i], items[j]
-                for op in OPS:
-                    if op in "+*" and i > j:
-                        continue  # commutative: one order is enough for the search
+                for op in OPS:  # both orders of + and * too: they are different correct responses
                     v = _apply(op, vx, vy)
                     if v is None:
                         continue
@@ -66,6 +65,35 @@ def solutions(numbers: tuple[int, ...], target: int) -> tuple[tuple[str, tuple[s
 
     search([(Fraction(n), str(n), ()) for n in numbers])
     return tuple(sorted(found.items()))
+
+
+def random_expression(numbers, rng: random.Random):
+    """(value, equation, steps) of a random expression over a random subset (>= 2) of ``numbers``.
+
+    None when it divides by zero. The target of every prompt is made this way, and supervised traces
+    search for solutions this way too (cheap, and it finds different equations on different draws).
+    """
+    k = rng.randint(2, len(numbers))
+    items = [(Fraction(n), str(n), ()) for n in rng.sample(list(numbers), k)]
+    while len(items) > 1:
+        vx, ex, sx = items.pop(rng.randrange(len(items)))
+        vy, ey, sy = items.pop(rng.randrange(len(items)))
+        op = rng.choice(OPS)
+        v = _apply(op, vx, vy)
+        if v is None:
+            return None
+        wrap = lambda e: f"({e})" if any(ch in e for ch in OPS) else e  # noqa: E731
+        items.append((v, f"{wrap(ex)}{op}{wrap(ey)}", sx + sy + (f"{_fmt(vx)}{op}{_fmt(vy)}={_fmt(v)}",)))
+    return items[0]
+
+
+def random_solution(numbers, target: int, rng: random.Random, tries: int = 300):
+    """(equation, steps) reaching ``target``, found by random search, or None after ``tries`` draws."""
+    for _ in range(tries):
+        made = random_expression(numbers, rng)
+        if made is not None and made[0] == target:
+            return made[1], made[2]
+    return None
 
 
 def _fmt(v: Fraction) -> str:
@@ -102,21 +130,14 @@ class CountdownTask:
         s = self.spec
         while True:
             numbers = [rng.randint(1, s.max_number) for _ in range(s.count)]
-            # the target is the value of a random expression over a random subset (>= 2 numbers)
-            k = rng.randint(2, s.count)
-            items = [Fraction(n) for n in rng.sample(numbers, k)]
-            while len(items) > 1:
-                x = items.pop(rng.randrange(len(items)))
-                y = items.pop(rng.randrange(len(items)))
-                v = _apply(rng.choice(OPS), x, y)
-                if v is None:
-                    break
-                items.append(v)
-            if len(items) != 1:
+            made = random_expression(numbers, rng)
+            if made is None:
                 continue
-            v = items[0]
-            if v.denominator == 1 and 1 <= v <= s.max_target:
-                return self.problem(numbers, int(v))
+            value, expr, steps = made
+            if value.denominator == 1 and 1 <= value <= s.max_target:
+                p = self.problem(numbers, int(value))
+                p.meta["solution"] = (expr, steps)
+                return p
 
     def problem(self, numbers: list[int], target: int) -> Problem:
         prompt = ",".join(map(str, numbers)) + f">{target}:"
@@ -142,19 +163,19 @@ class CountdownTask:
 
     def trace(self, problem: Problem, rng: random.Random) -> str:
         numbers, target = tuple(problem.meta["numbers"]), problem.meta["target"]
-        sols = solutions(numbers, target)
-        expr, steps = rng.choice(sols)
         if rng.random() < self.spec.error_rate:
-            expr, steps = self._mistake(numbers, target, rng) or (expr, steps)
+            expr, steps = self._mistake(numbers, target, rng)
+        else:
+            # the equation the target was made from, or another one found by a short random search
+            found = random_solution(numbers, target, rng, tries=60) if rng.random() < 0.5 else None
+            expr, steps = found or problem.meta.get("solution") or rng.choice(solutions(numbers, target))
         work = ",".join(steps) if rng.random() < self.spec.verbose_prob else ""
         return work + MARKER + expr
 
-    def _mistake(self, numbers: tuple[int, ...], target: int, rng: random.Random):
-        """A near miss: an equation that reaches a target off by 1-3 (so it is wrong for this prompt)."""
-        for _ in range(20):
-            wrong = target + rng.choice((-3, -2, -1, 1, 2, 3))
-            if wrong >= 1:
-                sols = solutions(numbers, wrong)
-                if sols:
-                    return rng.choice(sols)
-        return None
+    @staticmethod
+    def _mistake(numbers: tuple[int, ...], target: int, rng: random.Random):
+        """A wrong equation: a random expression over the numbers whose value misses the target."""
+        while True:
+            made = random_expression(numbers, rng)
+            if made is not None and made[0] != target:
+                return made[1], made[2]

@@ -6,8 +6,9 @@ config)``; needs the network, or a local cache). The gold answer is taken from `
 ``answer_extraction``: ``gsm8k`` (the text after ``####``), ``boxed`` (the last ``\\boxed{...}``), ``none``
 (the field as is) or ``regex`` (the first group of ``answer_regex``).
 
-Held-out prompts come from ``eval_split`` when given, otherwise from ``split`` by a hash of the
-question (``eval_fraction``), which is deterministic and keeps a question on one side only.
+Held-out prompts come from ``eval_path`` (a local file) or ``eval_split`` (a hub split) when given,
+otherwise from ``split`` by a hash of the prompt (``eval_fraction``), which is deterministic and keeps
+a prompt on one side only. Training prompts never include a held-out prompt.
 """
 
 from __future__ import annotations
@@ -57,21 +58,22 @@ def extract_gold(raw: str, how: str, regex: str | None = None) -> str | None:
     return m.group(1).strip() if m and m.groups() else None
 
 
-def _load_split(spec: DatasetSpec, split: str):
+def _load_split(spec: DatasetSpec, split: str, path: str | None = None):
     import datasets  # imported here: it is slow to import and only this task needs it
 
-    p = Path(spec.path)
+    path = path or spec.path
+    p = Path(path)
     try:
         if p.suffix.lower() in _BUILDERS:
             if not p.is_file():
-                raise UserError(f"task.path: {spec.path}: no such file")
+                raise UserError(f"task: {path}: no such file")
             ds = datasets.load_dataset(_BUILDERS[p.suffix.lower()], data_files={split: str(p)}, split=split)
         else:
-            ds = datasets.load_dataset(spec.path, spec.config, split=split)
+            ds = datasets.load_dataset(path, spec.config, split=split)
     except UserError:
         raise
     except Exception as e:  # datasets raises many types; the message is what the user needs
-        raise UserError(f"task.path: cannot load {spec.path!r} (split {split!r}): {type(e).__name__}: {e}") from None
+        raise UserError(f"task: cannot load {path!r} (split {split!r}): {type(e).__name__}: {e}") from None
     return ds
 
 
@@ -83,8 +85,9 @@ class DatasetTask:
         self.spec = spec
         self.verifier = spec.verifier
         train_rows = self._problems(_load_split(spec, spec.split), spec.split)
-        if spec.eval_split:
-            eval_rows = self._problems(_load_split(spec, spec.eval_split), spec.eval_split)
+        if spec.eval_split or spec.eval_path:
+            split = spec.eval_split or "eval"
+            eval_rows = self._problems(_load_split(spec, split, spec.eval_path), split)
             held = {p.prompt for p in eval_rows}
             train_rows = [p for p in train_rows if p.prompt not in held]
         else:
