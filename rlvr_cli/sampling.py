@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rlvr_cli.errors import UserError
+
 
 @dataclass
 class Samples:
@@ -90,6 +92,12 @@ def generate(
     eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id)
     eos_t = torch.tensor(sorted(eos), device=device)
     width = max(len(p) for p in prompt_ids)
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(limit, int) and width + max_new_tokens > limit:
+        raise UserError(
+            f"max_new_tokens: a prompt of {width} tokens plus {max_new_tokens} new tokens exceeds the model's "
+            f"{limit} positions"
+        )
     ids = torch.full((b, width), pad_token_id, dtype=torch.long)
     mask = torch.zeros((b, width), dtype=torch.long)
     for i, p in enumerate(prompt_ids):

@@ -7,6 +7,22 @@ from dataclasses import dataclass
 
 import pytest
 
+# No model hub and no dataset hub in tests: fail fast instead of retrying the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """The tiny model runs fastest on one thread; two threads on a shared 2-core machine crawl."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def rlvr_cache(tmp_path_factory):

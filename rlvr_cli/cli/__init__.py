@@ -61,6 +61,8 @@ _EXIT, _CLICK_ERROR, _ABORT = _click_exception_kinds()
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `rlvr` console script; maps errors to exit codes."""
+    from rich.markup import escape
+
     from rlvr_cli.cli.common import console
 
     try:
@@ -75,10 +77,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except UserError as e:
         for line in e.problems:
-            console.print(f"[red]error:[/red] {line}", markup=True, highlight=False, soft_wrap=True)
+            console.print(f"[red]error:[/red] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
         sys.exit(2)
     except RunFailed as e:
-        console.print(f"[red]run failed:[/red] {e}", highlight=False, soft_wrap=True)
+        console.print(f"[red]run failed:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
         sys.exit(1)
     except KeyboardInterrupt:
         console.print("interrupted")
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("RLVR_DEBUG"):
             traceback.print_exc()
         console.print(
-            f"[red]internal error:[/red] {type(e).__name__}: {e} (set RLVR_DEBUG=1 for the traceback)",
+            f"[red]internal error:[/red] {type(e).__name__}: {escape(str(e))} (set RLVR_DEBUG=1 for the traceback)",
             highlight=False,
             soft_wrap=True,
         )

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import time
 
-import torch
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from rlvr_cli.cli.common import console, task_from_arg
@@ -35,10 +40,12 @@ def sample(
     """
     import random
 
+    import torch
+
+    from rlvr_cli.io import atomic_write_jsonl
     from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
     from rlvr_cli.sampling import generate
     from rlvr_cli.tasks import encode_prompt
-    from rlvr_cli.io import atomic_write_jsonl
 
     if split not in ("eval", "train"):
         raise UserError(f"--split {split}: choose eval or train")

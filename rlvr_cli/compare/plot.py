@@ -12,8 +12,6 @@ their last complete line. Drawn with the Agg canvas, never a GUI backend.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -27,7 +25,7 @@ from matplotlib.transforms import blended_transform_factory
 from rlvr_cli.compare.load import Run
 from rlvr_cli.compare.series import across_seeds, finite, rolling_mean
 from rlvr_cli.compare.variants import Variant
-from rlvr_cli.io import atomic_write_text
+from rlvr_cli.io import atomic_write_bytes, atomic_write_text
 
 STEP_PANELS = [
     # (title, [(metric, linestyle, legend name)], log y)
@@ -68,7 +66,7 @@ def save_figure(fig: Figure, out_dir: Path, stem: str = "compare") -> list[Path]
     png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
-    _atomic_write_bytes(png, buf.getvalue())
+    atomic_write_bytes(png, buf.getvalue())
     fig.set_layout_engine("none")  # keep the layout the PNG computed: the SVG then draws once, not twice
     text = io.StringIO()
     fig.savefig(text, format="svg")
@@ -235,18 +233,3 @@ def _colors(n: int) -> list:
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(n)]
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Binary sibling of rlvr_cli.io.atomic_write_text (temp file in the same dir, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

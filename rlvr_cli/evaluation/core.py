@@ -3,23 +3,63 @@
 n samples per prompt at a fixed sampling seed, so every checkpoint of every run is evaluated on the
 same prompts with the same random stream; training calls this same function on its eval cadence, so
 a run's own ``eval/step_N.json`` and a later ``rlvr eval`` of that checkpoint agree.
+
+The record (DESIGN.md §3; every key is always present, ``None`` where it does not apply):
+
+- settings: ``n``, ``num_prompts``, ``temperature``, ``top_p``, ``max_new_tokens`` (the thinking
+  budget when ``budget`` is set), ``seed``, ``greedy``, ``budget``, ``min_think``, ``answer_tokens``
+  (with a budget), ``label`` (``budget_32-min_think_8-greedy``; None for plain sampling);
+- ``pass_at_k`` {"k": mean over prompts of 1 - C(n-c, k)/C(n, k)} and ``maj_at_k`` {"k": mean over
+  prompts of the majority-vote accuracy over disjoint blocks of k} (:mod:`rlvr_cli.algo.passk`);
+- ``accuracy`` (= pass@1, over all n samples), ``greedy_accuracy`` and ``greedy_len_mean`` (one
+  greedy response per prompt, with ``greedy``);
+- ``len_mean``, ``len_correct``, ``len_incorrect``: mean response tokens (EOS and a forced marker
+  included) over all / correct / incorrect samples; ``truncated_frac``: share without EOS within
+  the limit; ``forced_frac``: share whose answer marker the budget forced;
+- ``distinct_correct``: distinct correct response texts per prompt (diversity of correct reasoning);
+- ``outcomes`` {outcome: count} of the true verifier; ``gen_tokens``, ``sample_s``;
+- ``samples_digest``: a hash of every sampled response in order (equal digests = the same samples);
+- ``per_prompt``: [{"id", "correct"}] (c per prompt, from which any pass@k can be recomputed).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import replace
+from functools import partial
 
 import torch
 
 from rlvr_cli.algo.passk import maj_at_k, mean_pass_at_k
-from rlvr_cli.sampling import generate
+from rlvr_cli.evaluation.decoding import (
+    ANSWER_TOKENS,
+    Decoding,
+    Response,
+    draw,
+    itc_label,
+)
 from rlvr_cli.tasks import encode_prompt
 
 DEFAULT_BATCH = 512
+"""Sequences sampled together. Part of the protocol: the random stream is consumed batch by batch."""
 
 
 def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
+
+
+@contextmanager
+def _eval_mode(model):
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            model.train()
 
 
 def evaluate_policy(
@@ -38,52 +78,107 @@ def evaluate_policy(
     maj_at_k_values: list[int] | None = None,
     autocast_dtype=None,
     batch_size: int = DEFAULT_BATCH,
+    greedy: bool = False,
+    budget: int | None = None,
+    min_think: int | None = None,
+    answer_tokens: int = ANSWER_TOKENS,
+    on_progress: Callable[[int], None] | None = None,
 ) -> dict:
     """Sample n responses for each of the first ``num_prompts`` held-out prompts and score them.
 
-    Returns the eval record of DESIGN.md §3 (pass_at_k, maj_at_k, n, num_prompts, len_mean, ...)
-    plus ``per_prompt`` correct counts. Deterministic for a seed on a given machine.
+    Returns the eval record (module docstring). k values above n are dropped. ``greedy`` adds one
+    greedy response per prompt; ``budget``/``min_think`` (see :mod:`.decoding`) apply to both.
+    ``on_progress(responses_done)`` is called after every batch. Deterministic for a seed on a
+    given machine and batch size.
     """
-    from rlvr_cli.rewards import ScoreItem
-
     problems = task.eval_problems()[:num_prompts]
-    pass_at_k = [k for k in (pass_at_k or [1]) if k <= n]
-    maj_at_k_values = [k for k in (maj_at_k_values or pass_at_k) if k <= n]
-    was_training = model.training
-    model.eval()
+    ks = [k for k in (pass_at_k or [1]) if k <= n]
+    maj_ks = [k for k in (maj_at_k_values or ks) if k <= n]
+    dec = Decoding(
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        budget=budget,
+        min_think=min_think,
+        answer_tokens=answer_tokens,
+    )
+    prompts = {p.id: encode_prompt(tokenizer, task, p) for p in problems}
+    draw_for = partial(
+        _draw_all, model, tokenizer, task.answer_marker, prompts, seed, autocast_dtype, batch_size, on_progress
+    )
+    flat = [(p, j) for p in problems for j in range(n)]
+    t0 = time.perf_counter()
+    with _eval_mode(model):
+        sampled, gen_tokens = draw_for(flat, dec)
+        sample_s = time.perf_counter() - t0
+        by_argmax = draw_for([(p, 0) for p in problems], replace(dec, greedy=True))[0] if greedy else None
+    texts = [tokenizer.decode(r.ids, skip_special_tokens=True) for r in sampled]
+    scores = _score(scorer, flat, texts, sampled)
+    metrics = _sampled_metrics(problems, n, ks, maj_ks, sampled, texts, scores, budget is not None)
+    g_acc, g_len = _greedy_metrics(scorer, tokenizer, problems, by_argmax)
+    per_prompt = metrics.pop("per_prompt")  # last in the file: the long list
+    return {
+        "n": n,
+        "num_prompts": len(problems),
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new_tokens": budget if budget is not None else max_new_tokens,
+        "seed": seed,
+        "greedy": greedy,
+        "budget": budget,
+        "min_think": min_think,
+        "answer_tokens": answer_tokens if budget is not None else None,
+        "label": itc_label(budget, min_think, greedy, answer_tokens),
+        "pass_at_k": metrics.pop("pass_at_k"),
+        "maj_at_k": metrics.pop("maj_at_k"),
+        "accuracy": metrics.pop("accuracy"),
+        "greedy_accuracy": g_acc,
+        "greedy_len_mean": g_len,
+        **metrics,
+        "gen_tokens": gen_tokens,
+        "sample_s": round(sample_s, 3),
+        "samples_digest": hashlib.blake2b("\x1e".join(texts).encode("utf-8"), digest_size=8).hexdigest(),
+        "per_prompt": per_prompt,
+    }
+
+
+def _draw_all(model, tokenizer, marker, prompts, seed, autocast_dtype, batch_size, on_progress, flat, dec):
+    """Responses for (problem, sample index) pairs in batches, from one generator seeded with ``seed``."""
     gen = torch.Generator(device=next(model.parameters()).device)
     gen.manual_seed(seed)
-    flat = [(p, j) for p in problems for j in range(n)]
-    prompt_cache = {p.id: encode_prompt(tokenizer, task, p) for p in problems}
-    texts, lengths, reasons = [], [], []
-    t0 = time.perf_counter()
-    gen_tokens = 0
+    out: list[Response] = []
+    tokens = 0
     for start in range(0, len(flat), batch_size):
         chunk = flat[start : start + batch_size]
-        out = generate(
-            model,
-            [prompt_cache[p.id] for p, _ in chunk],
-            max_new_tokens=max_new_tokens,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            temperature=temperature,
-            top_p=top_p,
-            generator=gen,
-            return_logprobs=False,
-            autocast_dtype=autocast_dtype,
-        )
-        gen_tokens += out.gen_tokens
-        for ids, why in zip(out.response_ids, out.finish_reasons):
-            texts.append(tokenizer.decode(ids, skip_special_tokens=True))
-            lengths.append(len(ids))
-            reasons.append(why)
-    sample_s = time.perf_counter() - t0
-    scores = scorer.score(
-        [ScoreItem(problem=p, response=t, sample_index=j, truncated=(r == "length")) for (p, j), t, r in zip(flat, texts, reasons)]
-    )
-    if was_training:
-        model.train()
+        got, used = draw(model, tokenizer, marker, [prompts[p.id] for p, _ in chunk], dec, gen, autocast_dtype)
+        out += got
+        tokens += used
+        if on_progress is not None:
+            on_progress(len(chunk))
+    return out, tokens
 
+
+def _greedy_metrics(scorer, tokenizer, problems, responses) -> tuple[float | None, float | None]:
+    """(accuracy, mean length) of one greedy response per prompt; (None, None) without them."""
+    if responses is None:
+        return None, None
+    texts = [tokenizer.decode(r.ids, skip_special_tokens=True) for r in responses]
+    scores = _score(scorer, [(p, 0) for p in problems], texts, responses)
+    return sum(s.correct for s in scores) / len(scores), _mean([len(r.ids) for r in responses])
+
+
+def _score(scorer, flat, texts, responses):
+    from rlvr_cli.rewards import ScoreItem
+
+    items = [
+        ScoreItem(problem=p, response=t, sample_index=j, truncated=r.truncated)
+        for (p, j), t, r in zip(flat, texts, responses)
+    ]
+    return scorer.score(items)
+
+
+def _sampled_metrics(problems, n, ks, maj_ks, responses, texts, scores, budgeted: bool) -> dict:
+    """pass@k, maj@k, accuracy, lengths, truncation, diversity and outcomes of n samples per prompt."""
     per_prompt, answers, flags, distinct = [], [], [], []
     for i, p in enumerate(problems):
         block = range(i * n, (i + 1) * n)
@@ -93,30 +188,20 @@ def evaluate_policy(
         flags.append(ok)
         distinct.append(len({texts[k] for k in block if scores[k].correct}))
     counts = [pp["correct"] for pp in per_prompt]
-    correct_len = [lengths[k] for k in range(len(flat)) if scores[k].correct]
-    wrong_len = [lengths[k] for k in range(len(flat)) if not scores[k].correct]
+    lengths = [len(r.ids) for r in responses]
     outcomes: dict[str, int] = {}
     for s in scores:
         outcomes[s.outcome] = outcomes.get(s.outcome, 0) + 1
     return {
-        "n": n,
-        "num_prompts": len(problems),
-        "temperature": temperature,
-        "top_p": top_p,
-        "max_new_tokens": max_new_tokens,
-        "seed": seed,
-        "pass_at_k": {str(k): mean_pass_at_k(counts, n, k) for k in pass_at_k},
-        "maj_at_k": {
-            str(k): sum(maj_at_k(a, f, k) for a, f in zip(answers, flags)) / len(problems) for k in maj_at_k_values
-        },
+        "pass_at_k": {str(k): mean_pass_at_k(counts, n, k) for k in ks},
+        "maj_at_k": {str(k): sum(maj_at_k(a, f, k) for a, f in zip(answers, flags)) / len(problems) for k in maj_ks},
         "accuracy": sum(counts) / (n * len(problems)),
         "len_mean": _mean(lengths),
-        "len_correct": _mean(correct_len),
-        "len_incorrect": _mean(wrong_len),
-        "truncated_frac": sum(r == "length" for r in reasons) / len(reasons),
+        "len_correct": _mean([x for x, s in zip(lengths, scores) if s.correct]),
+        "len_incorrect": _mean([x for x, s in zip(lengths, scores) if not s.correct]),
+        "truncated_frac": sum(r.truncated for r in responses) / len(responses),
+        "forced_frac": sum(r.forced for r in responses) / len(responses) if budgeted else None,
         "distinct_correct": _mean(distinct),
         "outcomes": outcomes,
-        "gen_tokens": gen_tokens,
-        "sample_s": round(sample_s, 3),
         "per_prompt": per_prompt,
     }

@@ -1,7 +1,7 @@
 """Model references and loading (DESIGN.md §1).
 
 A MODEL is one of:
-- ``builtin:tiny`` / ``builtin:tiny-countdown``: the tiny Llama warm-started on a built-in task by its
+- ``builtin:tiny`` / ``builtin:tiny-countdown``: the tiny GPT-2 warm-started on a built-in task by its
   SFT recipe (``recipes/base_sft*.yaml``), built once on first use and cached (see :mod:`.builtin`);
 - ``builtin:tiny-init``: the same architecture, untrained (seeded), for tests and as the warm start's start;
 - a run directory (its latest complete checkpoint), or a checkpoint directory (has ``config.json``);

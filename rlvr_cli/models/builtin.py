@@ -1,6 +1,6 @@
 """The built-in models, built on first use and cached.
 
-- ``builtin:tiny-init``: the tiny Llama (:mod:`.tiny`) with the character tokenizer, untrained (seed 0).
+- ``builtin:tiny-init``: the tiny GPT-2 (:mod:`.tiny`) with the character tokenizer, untrained (seed 0).
 - ``builtin:tiny``: ``tiny-init`` warm-started by SFT on noisy `arithmetic` traces (recipe ``base_sft``),
   so that the base model is imperfect but often right: the starting point of every RL recipe.
 - ``builtin:tiny-countdown``: the same for `countdown` (recipe ``base_sft_countdown``).
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rlvr_cli.errors import UserError
 
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 """Bump when the task generators or the architecture change in a way the recipe does not show."""
 
 WARM_START_RECIPES = {"tiny": "base_sft", "tiny-countdown": "base_sft_countdown"}

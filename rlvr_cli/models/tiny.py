@@ -1,29 +1,37 @@
-"""The built-in tiny model: a real ``transformers`` Llama built from a config (about 0.34M parameters).
+"""The built-in tiny model: a real ``transformers`` GPT-2 built from a config (about 0.39M parameters).
 
-d_model 96, 3 layers, 4 heads, SwiGLU width 256, tied embeddings, RoPE, a character vocabulary of
-~65. Small enough that a warm start and an RL run take minutes on one CPU core; an ordinary
-``LlamaForCausalLM`` so the same code paths serve a hub model.
+d_model 96, 3 layers, 4 heads, MLP width 384, learned absolute positions (512), tied embeddings, no
+dropout (dropout would make the on-policy importance ratio differ from 1), a character vocabulary of
+62. Small enough that a warm start and an RL run take minutes on one CPU core; an ordinary
+``GPT2LMHeadModel`` so the same code paths serve a hub model.
+
+Why GPT-2 and not Llama: on the zero-padded addition task, learned absolute positions let the model
+find the digits of a column by position whatever the response style before it; a Llama of the same
+size (RoPE) needed about twice the warm-start steps to reach the same accuracy (measured: pass@1 0.17
+vs 0.33 at 900-1000 steps).
 """
 
 from __future__ import annotations
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel
 
 TINY_ARCH = dict(
-    hidden_size=96,
-    intermediate_size=256,
-    num_hidden_layers=3,
-    num_attention_heads=4,
-    num_key_value_heads=4,
-    max_position_embeddings=512,
+    n_embd=96,
+    n_layer=3,
+    n_head=4,
+    n_inner=384,
+    activation_function="gelu",
+    n_positions=512,
+    resid_pdrop=0.0,
+    embd_pdrop=0.0,
+    attn_pdrop=0.0,
     tie_word_embeddings=True,
-    rms_norm_eps=1e-5,
 )
 
 
-def tiny_config(tokenizer) -> LlamaConfig:
-    return LlamaConfig(
+def tiny_config(tokenizer) -> GPT2Config:
+    return GPT2Config(
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
@@ -32,9 +40,9 @@ def tiny_config(tokenizer) -> LlamaConfig:
     )
 
 
-def build_tiny_model(tokenizer, seed: int = 0) -> LlamaForCausalLM:
-    """A freshly initialised tiny Llama (deterministic for a seed)."""
+def build_tiny_model(tokenizer, seed: int = 0) -> GPT2LMHeadModel:
+    """A freshly initialised tiny GPT-2 (deterministic for a seed)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(tiny_config(tokenizer))
+        model = GPT2LMHeadModel(tiny_config(tokenizer))
     return model

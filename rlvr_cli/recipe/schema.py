@@ -245,6 +245,10 @@ class OverlongSpec(Strict):
 
 
 # --- reward --------------------------------------------------------------------------------------
+# How rlvr_cli.rewards finds a final answer in a response of a task without an answer marker.
+ExtractMethod = Literal["boxed", "gsm8k", "last_number"]
+
+
 class VerifierTerm(Strict):
     type: VerifierName = "task"
     """A correctness verifier; `task` means the task's own (integer for arithmetic, countdown, math for datasets)."""
@@ -253,15 +257,15 @@ class VerifierTerm(Strict):
 
 class FormatTerm(Strict):
     type: Literal["format"]
-    """Shaped reward: 1 when the response follows the task's format (answer marker present, optional <think> block)."""
+    """Shaped reward: 1 when the response follows the task's format (its answer marker followed by a readable answer; without a marker, a `\\boxed{}` or `####` answer), optionally after a <think> block."""
     weight: float = 0.1
     think: bool = False
-    """Require `<think>...</think>` before the answer."""
+    """Require `<think>...</think>` (exactly one, non-empty, at the start) before the answer."""
 
 
 class RandomTerm(Strict):
     type: Literal["random"]
-    """Spurious control: Bernoulli(p), reproducible from the seed and the sample's identity."""
+    """Spurious control: Bernoulli(p), reproducible from the seed and the sample's identity (step, prompt id, sample index)."""
     p: float = Field(0.5, ge=0, le=1)
     weight: float = 1.0
 
@@ -274,7 +278,7 @@ class IncorrectTerm(Strict):
 
 class FormatOnlyTerm(Strict):
     type: Literal["format_only"]
-    """Spurious control: 1 whenever an answer can be extracted at all."""
+    """Spurious control: 1 whenever an answer can be extracted at all (by the task's verifier, with `reward.extract`)."""
     weight: float = 1.0
 
 
@@ -283,13 +287,45 @@ RewardTerm = Annotated[
 ]
 
 
+class CodeSpec(Strict):
+    """Limits of the `code` verifier's sandbox (rlvr_cli/rewards/sandbox.py says what they do and do not protect against)."""
+
+    timeout_s: float = Field(3.0, gt=0, le=600)
+    """Wall-clock limit of one program run with its tests (plus 0.5 s for start-up); CPU time is limited to the same number of seconds, rounded up."""
+    memory_mb: int = Field(512, ge=64, le=1_048_576)
+    """Address-space limit (RLIMIT_AS) of each process of the program."""
+    max_processes: int = Field(16, ge=1, le=4096)
+    """Processes and threads the program may have at once (RLIMIT_NPROC); enforced only when it runs under its own user id (isolation, as root) or as a non-root user."""
+    file_size_mb: int = Field(16, ge=1, le=1_048_576)
+    """Largest file the program may write (RLIMIT_FSIZE), and with isolation the total size of its working directory."""
+    isolation: Literal["auto", "basic"] = "auto"
+    """`auto`: when run as root with namespaces available, also a private user id, a read-only filesystem except its own directory and no network; `basic`: only the process limits, environment and directory."""
+    python: str | None = None
+    """Interpreter that runs the programs (null = the one running rlvr)."""
+
+
 class RewardSpec(Strict):
     terms: list[RewardTerm] = Field(default_factory=lambda: [VerifierTerm()], min_length=1)
     """r_i = sum_k weight_k * term_k(o_i). Accuracy is always logged from the task's true verifier."""
     timeout_s: float = Field(5.0, gt=0, le=600)
-    """Hard wall-clock limit per check of model output."""
+    """Hard wall-clock limit per check of model output, enforced by killing the worker process (a code check gets at least code.timeout_s + 2.5 s)."""
     workers: int = Field(0, ge=0, le=256)
-    """Verifier worker processes (0: one per CPU core, at most 4)."""
+    """Verifier worker processes (0: one per CPU core, at most 4); started on the first math or code check."""
+    worker_memory_mb: int = Field(4096, ge=256, le=1_048_576)
+    """Address-space limit of each verifier worker: a sympy blow-up becomes an `error` outcome instead of exhausting the machine."""
+    extract: list[ExtractMethod] = Field(default_factory=lambda: ["boxed", "gsm8k", "last_number"], min_length=1)
+    """How the final answer is found when the task has no answer marker (datasets), methods tried in order: `boxed` the last \\boxed{...}, `gsm8k` the text after the last `####`, `last_number` the last number. A method that finds its sign but cannot read what follows ends the search (no fallback). Tasks with a marker use the text after its last occurrence only."""
+    math_rel_tol: float = Field(5e-6, ge=0, le=0.1)
+    """Math verifier: when a decimal is involved, numbers match if |a - b| <= math_rel_tol * max(|a|, |b|) (5e-6: about 6 significant digits); exact numbers must be equal."""
+    truncated_is_incorrect: bool = True
+    """A response cut at rollout.max_new_tokens never gave its final answer: its true outcome is `incorrect` and every answer-based term is 0."""
+    code: CodeSpec = Field(default_factory=CodeSpec)
+
+    @model_validator(mode="after")
+    def _distinct_extract(self):
+        if len(set(self.extract)) != len(self.extract):
+            raise ValueError(f"extract lists a method twice: {self.extract}")
+        return self
 
 
 # --- optimisation --------------------------------------------------------------------------------
@@ -379,8 +415,8 @@ class Recipe(Strict):
     steps: int = Field(100, ge=1)
     """Training steps; an RL step is one rollout batch of P*G responses and its mu*minibatches updates."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
-    threads: int | None = Field(None, ge=1)
-    """torch CPU threads (null = torch's default)."""
+    threads: int | None = Field(1, ge=1)
+    """torch CPU threads. 1 suits the tiny model (on 2 cores, run two seeds side by side rather than two threads); null = torch's default."""
     output_dir: str = "runs"
     model: ModelSpec = Field(default_factory=ModelSpec)
     task: TaskSpec = Field(default_factory=ArithmeticTask)

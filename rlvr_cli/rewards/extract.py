@@ -27,9 +27,10 @@ EXPLICIT_METHODS = ("boxed", "gsm8k")
 """Methods where the response states its answer on purpose (what the `format` reward asks for)."""
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
-# One number: optional sign, digits with optional thousands commas, optional decimals or /denominator.
-# `\d+` cannot match a comma or a dot, so no two parts compete for the same characters: no backtracking.
-_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
+# One number: optional sign, digits with optional thousands commas, optional decimals, exponent or
+# /denominator. Each part starts with a character the one before cannot match (`,` `.` `e` `/`), so no
+# two parts compete for the same characters: no backtracking.
+_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?(?:/\d+)?")
 
 
 class Broken(Exception):

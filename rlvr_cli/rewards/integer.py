@@ -32,8 +32,8 @@ IN_PROCESS_SAFE = True
 MAX_DIGITS = 1000
 """Longer integers are unparseable: no reference needs them and int() of huge strings is quadratic."""
 
-_INT = re.compile(r"[+-]?\d{1,%d}" % MAX_DIGITS)
-_DECIMAL = re.compile(r"([+-]?\d{1,%d})\.(\d{1,%d})" % (MAX_DIGITS, MAX_DIGITS))
+_INT = re.compile(rf"[+-]?\d{{1,{MAX_DIGITS}}}")
+_DECIMAL = re.compile(rf"([+-]?\d{{1,{MAX_DIGITS}}})\.(\d{{1,{MAX_DIGITS}}})")
 _THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+")
 
 

@@ -12,7 +12,9 @@ by ``math_verify.verify`` (sympy underneath) for what the rules do not cover.
 What counts as equal (decisions, each with a test in ``tests/test_rewards_math.py``):
 
 - Exact numbers are equal only when exactly equal: ``1/2 = 0.5 = \\frac{2}{4} = \\dfrac12``,
-  ``2\\sqrt{2} = \\sqrt{8}``. Compared at 60 significant digits, *relative* to their size.
+  ``2\\sqrt{2} = \\sqrt{8}``. Compared at 60 significant digits, *relative* to their size, and when
+  they agree there, not equal if sympy can show that their difference is not zero
+  (``10^{10^{10}} + 1`` is not ``10^{10^{10}}``, though no 60-digit value tells them apart).
   math-verify instead rounds to 6 decimal places or chops tiny differences to zero, which makes
   ``1/2004!`` equal ``1/2006!`` and ``10^{-7}`` equal ``2\\cdot 10^{-7}``: both are ``incorrect`` here.
 - A decimal is an approximation: when either side contains one, the two match if
@@ -178,8 +180,13 @@ def sympy_numbers_equal(gold, pred, rel_tol: float) -> bool:
     g, p = gold.evalf(EXACT_DIGITS), pred.evalf(EXACT_DIGITS)
     if any(v.has(nan, zoo) or not v.is_number or v.is_infinite for v in (g, p)) or g.has_free() or p.has_free():
         return gold == pred  # infinities and undefined values: only structurally
-    tol = rel_tol if approximate else 10 ** -(EXACT_DIGITS - 15)
-    return bool(abs(g - p) <= tol * max(abs(g), abs(p)))
+    if approximate:
+        return bool(abs(g - p) <= rel_tol * max(abs(g), abs(p)))
+    if abs(g - p) > 10 ** -(EXACT_DIGITS - 15) * max(abs(g), abs(p)):
+        return False
+    # Equal to 45 digits. Exact numbers can still differ further down (10^{10^{10}} and 10^{10^{10}} + 1):
+    # believe the digits unless sympy's own arithmetic shows the difference is not zero.
+    return (gold - pred).is_zero is not False
 
 
 def structures_equal(gold, pred, rel_tol: float) -> bool | None:
@@ -275,13 +282,16 @@ def extract(response: str, marker: str = "", extract: tuple[str, ...] = DEFAULT_
     return text
 
 
-def check(
+def fast_check(
     response: str,
     reference: str,
     marker: str = "",
     extract: tuple[str, ...] = DEFAULT_EXTRACT,
     rel_tol: float = DEFAULT_REL_TOL,
-) -> Outcome:
+) -> Outcome | None:
+    """The outcome when it can be decided without sympy, else None: no answer, an answer that is too
+    long, or plain numbers on both sides. Linear in the response (extraction, then fixed regexes on at
+    most MAX_ANSWER_CHARS characters), so the scorer runs it in-process and sends only the rest to the pool."""
     text, how = extract_answer(response, marker, extract)
     if text is None:
         return oc.unparseable(how)
@@ -293,6 +303,21 @@ def check(
         (g, g_dec), (p, p_dec) = gold_num, pred_num
         equal = numbers_match(g, p, g_dec or p_dec, rel_tol)
         return oc.judged(equal, format_fraction(p), f"{pred_text} vs {gold_text} ({how}, plain numbers)")
+    return None
+
+
+def check(
+    response: str,
+    reference: str,
+    marker: str = "",
+    extract: tuple[str, ...] = DEFAULT_EXTRACT,
+    rel_tol: float = DEFAULT_REL_TOL,
+) -> Outcome:
+    quick = fast_check(response, reference, marker, extract, rel_tol)
+    if quick is not None:
+        return quick
+    text, how = extract_answer(response, marker, extract)
+    pred_text, gold_text = normalize(text), normalize(str(reference).strip().strip("$"))
     gold = _parse_number_or_latex(gold_text)
     pred = _parse_number_or_latex(pred_text)
     if pred is None:

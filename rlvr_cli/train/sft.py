@@ -107,7 +107,9 @@ def train_sft(recipe: Recipe, out: str | Path, resume: bool = False, quiet: bool
                 z = aggregation_normalizer(full.response_mask, "token_mean")
                 session.optimizer.zero_grad(set_to_none=True)
                 total_loss = 0.0
-                chunks = torch.arange(len(pairs)).tensor_split(recipe.optim.micro_batches)
+                # length-sorted micro-batches pad less; the global normaliser z keeps the gradient exact
+                by_length = sorted(range(len(pairs)), key=lambda i: len(prompt_ids[i]) + len(response_ids[i]))
+                chunks = torch.tensor(by_length).tensor_split(recipe.optim.micro_batches)
                 for idx in chunks:
                     if len(idx) == 0:
                         continue

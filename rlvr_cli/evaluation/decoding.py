@@ -1,0 +1,110 @@
+"""How evaluation draws responses: sampling or greedy, with optional budget forcing and minimum thinking.
+
+For the built-in tasks there is no ``<think>`` block: the *thinking* is everything before the task's
+answer marker (``#``), the *answer* is what follows it. Both controls spend inference-time compute,
+so a record made with either is labelled (:func:`itc_label`) and never mistaken for plain sampling.
+
+- ``min_think = M``: the marker's first token and EOS are forbidden while the response has fewer
+  than M tokens, so where the model would end its thought it continues it instead (it draws the
+  next token from the rest of its distribution).
+- ``budget = B`` (budget forcing, Muennighoff et al. 2025, "s1"): thinking stops at B tokens. A
+  response that reached B tokens without EOS gets the marker appended (unless it already wrote the
+  marker: then it is answering and only continues) and continues for at most ``answer_tokens``
+  tokens from prompt + partial response (+ marker). The response is then at most
+  B + |marker| + answer_tokens tokens; ``max_new_tokens`` is not used.
+
+Without either control this is exactly one :func:`rlvr_cli.sampling.generate` call per batch, so
+the training loop's evaluations are unchanged by them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlvr_cli.sampling import generate
+
+ANSWER_TOKENS = 16
+"""Default tokens allowed after a forced answer marker (an arithmetic answer is at most 10 plus EOS)."""
+
+
+@dataclass(frozen=True)
+class Decoding:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    greedy: bool = False
+    budget: int | None = None
+    """Thinking tokens before the answer marker is forced (None = no forcing)."""
+    min_think: int | None = None
+    """Response tokens before the marker or EOS may be drawn (None = no minimum)."""
+    answer_tokens: int = ANSWER_TOKENS
+
+
+@dataclass
+class Response:
+    ids: list[int]
+    """Response token ids, the forced marker included, EOS included when it finished."""
+    truncated: bool
+    """No EOS within the limit (for a forced response: within ``answer_tokens`` after the marker)."""
+    forced: bool = False
+    """The budget appended the answer marker."""
+
+
+def itc_label(
+    budget: int | None, min_think: int | None, greedy: bool, answer_tokens: int = ANSWER_TOKENS
+) -> str | None:
+    """`budget_32-min_think_8-greedy` for the inference-time settings in use; None for plain sampling.
+
+    ``answer_tokens`` appears (`budget_32-answer_tokens_8`) only with a budget and when not the default.
+    """
+    parts = [f"budget_{budget}"] if budget is not None else []
+    parts += [f"answer_tokens_{answer_tokens}"] if budget is not None and answer_tokens != ANSWER_TOKENS else []
+    parts += [f"min_think_{min_think}"] if min_think is not None else []
+    parts += ["greedy"] if greedy else []
+    return "-".join(parts) or None
+
+
+def marker_ids(tokenizer, marker: str) -> list[int]:
+    """Token ids of the answer marker written on its own (no special tokens)."""
+    return list(tokenizer(marker, add_special_tokens=False)["input_ids"]) if marker else []
+
+
+def draw(model, tokenizer, marker: str, prompts: list[list[int]], dec: Decoding, generator, autocast_dtype=None):
+    """One response per prompt under ``dec``; returns (responses, tokens generated)."""
+    mark = marker_ids(tokenizer, marker)
+    if (dec.budget is not None or dec.min_think is not None) and not mark:
+        raise ValueError("budget forcing and min_think need a task with an answer marker")
+    common = {
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        "temperature": dec.temperature,
+        "top_p": dec.top_p,
+        "generator": generator,
+        "return_logprobs": False,
+        "autocast_dtype": autocast_dtype,
+        "greedy": dec.greedy,
+    }
+    suppress = {}
+    if dec.min_think is not None:
+        eos = tokenizer.eos_token_id
+        banned = [mark[0], *([eos] if isinstance(eos, int) else eos)]
+        suppress = {"suppress_ids": banned, "suppress_until": dec.min_think}
+    limit = dec.budget if dec.budget is not None else dec.max_new_tokens
+    first = generate(model, prompts, max_new_tokens=limit, **common, **suppress)
+    responses = [Response(list(ids), why == "length") for ids, why in zip(first.response_ids, first.finish_reasons)]
+    if dec.budget is None:
+        return responses, first.gen_tokens
+    return responses, first.gen_tokens + _force_answers(model, tokenizer, marker, mark, prompts, responses, dec, common)
+
+
+def _force_answers(model, tokenizer, marker, mark, prompts, responses, dec: Decoding, common: dict) -> int:
+    """Budget forcing on the responses that hit the budget (in place); returns the tokens generated."""
+    rows = [i for i, r in enumerate(responses) if r.truncated]
+    if not rows:
+        return 0  # nothing to force: the random stream is left exactly where plain sampling leaves it
+    forced = {i: marker not in tokenizer.decode(responses[i].ids, skip_special_tokens=True) for i in rows}
+    heads = [responses[i].ids + (mark if forced[i] else []) for i in rows]
+    tail = generate(model, [prompts[i] + h for i, h in zip(rows, heads)], max_new_tokens=dec.answer_tokens, **common)
+    for i, head, ids, why in zip(rows, heads, tail.response_ids, tail.finish_reasons):
+        responses[i] = Response(head + list(ids), why == "length", forced[i])
+    return tail.gen_tokens

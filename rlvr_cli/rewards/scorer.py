@@ -1,0 +1,206 @@
+"""The reward of a recipe: a weighted sum of named terms, plus the true verifier's verdict beside it.
+
+    r_i = sum_k weight_k * term_k(o_i)
+
+Terms (``reward.terms`` in the recipe): a correctness verifier (``task`` = the task's own, or
+``integer``/``math``/``countdown``/``code``), ``format`` (shaped), and the spurious controls ``random``,
+``incorrect``, ``format_only``. Each term's value before weighting is reported in ``Score.terms``,
+keyed by its type, or ``type#i`` (i = its position in ``reward.terms``) when a type appears twice.
+
+Whatever drives training, ``Score.correct``/``outcome``/``answer`` come from the task's TRUE
+verifier, so accuracy is always measured. A response cut at the length limit (``truncated``) never gave
+its final answer: with ``reward.truncated_is_incorrect`` (default) its true outcome is ``incorrect`` and
+every answer-based term is 0 (a ``random`` term still draws).
+
+Speed: identical (verifier, response, reference) checks in a batch are run once; the integer and
+countdown verifiers, ``format`` and the spurious terms run in-process (bounded by construction, a few
+microseconds each), and so do math checks that need no sympy (no answer, plain numbers on both sides);
+other math checks and all code checks go to the worker pool with the hard limit ``timeout_s`` (code:
+the program's own limit plus a margin for start-up and clean-up), started on first need.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rlvr_cli.rewards import outcome as oc
+from rlvr_cli.rewards.format_reward import format_reward
+from rlvr_cli.rewards.outcome import Outcome
+from rlvr_cli.rewards.pool import Check, VerifierPool, run_checks
+from rlvr_cli.rewards.registry import get_verifier, options_for
+from rlvr_cli.rewards.sandbox import STARTUP_ALLOWANCE_S
+from rlvr_cli.rewards.spurious import format_only_reward, random_reward
+from rlvr_cli.tasks.base import Problem
+
+if TYPE_CHECKING:
+    from rlvr_cli.recipe.schema import RewardSpec
+
+CODE_CLEANUP_MARGIN_S = 2.0
+"""Added to a code check's limit beyond the program's own: interpreter start-up and killing the run."""
+
+
+@dataclass
+class ScoreItem:
+    problem: Problem
+    response: str
+    sample_index: int
+    """Which sample of this prompt (0..G-1)."""
+    step: int = 0
+    """Training step (part of the sample identity for `random`)."""
+    truncated: bool = False
+    """The response hit the length limit without an end of sequence."""
+
+
+@dataclass
+class Score:
+    reward: float
+    """Weighted sum of the recipe's reward terms."""
+    correct: bool
+    """From the task's TRUE verifier, whatever drives training."""
+    outcome: str
+    """The true verifier's outcome."""
+    answer: str | None
+    """The true verifier's canonical answer (the maj@k key)."""
+    terms: dict[str, float] = field(default_factory=dict)
+    """Value of each term before weighting, keyed by term type (`type#i` if a type repeats)."""
+
+
+class _LazyPool:
+    """Stands in for the pool and creates it only if a check really needs it."""
+
+    def __init__(self, get):
+        self._get = get
+
+    def run(self, checks):
+        return self._get().run(checks)
+
+
+def term_keys(types: list[str]) -> list[str]:
+    """Keys of ``Score.terms``: the type, or ``type#i`` (i = position) for a type that appears twice."""
+    counts = Counter(types)
+    return [t if counts[t] == 1 else f"{t}#{i}" for i, t in enumerate(types)]
+
+
+class Scorer:
+    """Scores responses with a recipe's ``RewardSpec`` for a task; owns the verifier worker pool.
+
+    Use as a context manager (or call ``close``); workers start on the first math or code check.
+    ``score`` is thread-safe (one batch at a time) and never raises for anything a model can write.
+    """
+
+    def __init__(self, spec: RewardSpec, task, seed: int = 0):
+        self.spec, self.task, self.seed = spec, task, seed
+        self.true_verifier = task.verifier
+        get_verifier(self.true_verifier)
+        self.marker = task.answer_marker
+        self.keys = term_keys([t.type for t in spec.terms])
+        self.options = {
+            "marker": self.marker,
+            "extract": tuple(spec.extract),
+            "rel_tol": spec.math_rel_tol,
+            **spec.code.model_dump(),
+        }
+        self._pool: VerifierPool | None = None
+        self._lock = threading.Lock()
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _get_pool(self) -> VerifierPool:
+        if self._pool is None:
+            used = {self._verifier_name(t) for t in self.spec.terms if t.type in ("task", "math", "code", "incorrect")}
+            used.add(self.true_verifier)
+            preload = tuple(sorted(used & {"math", "code"}))
+            code_warm = {"isolation": self.spec.code.isolation, "python": self.spec.code.python}
+            self._pool = VerifierPool(self.spec.workers, self.spec.worker_memory_mb, preload, code_warm)
+        return self._pool
+
+    # --- scoring -----------------------------------------------------------------------------------
+    def _verifier_name(self, term) -> str:
+        if term.type in ("task", "incorrect", "format", "format_only", "random"):
+            return self.true_verifier
+        return term.type
+
+    def _check(self, name: str, response: str, reference: str) -> Check:
+        timeout = self.spec.timeout_s
+        if name == "code":
+            timeout = max(timeout, self.spec.code.timeout_s + STARTUP_ALLOWANCE_S + CODE_CLEANUP_MARGIN_S)
+        return Check(name, response, reference, options_for(name, self.options), timeout)
+
+    def score(self, items: list[ScoreItem]) -> list[Score]:
+        """One Score per item, in order (see the module docstring)."""
+        with self._lock:
+            return self._score(items)
+
+    def _score(self, items: list[ScoreItem]) -> list[Score]:
+        checks: list[Check] = []
+        index: dict[tuple[str, str, str], int] = {}
+
+        def need(name: str, response: str, reference: str) -> int:
+            key = (name, response, reference)
+            if key not in index:
+                index[key] = len(checks)
+                checks.append(self._check(name, response, reference))
+            return index[key]
+
+        plans = []
+        for item in items:
+            skip = item.truncated and self.spec.truncated_is_incorrect
+            response, ref = item.response, item.problem.reference
+            plan = {"true": None if skip else need(self.true_verifier, response, ref), "terms": []}
+            for term in self.spec.terms:
+                slot = None
+                if not skip and term.type in ("task", "integer", "math", "countdown", "code"):
+                    slot = need(self._verifier_name(term), response, ref)
+                elif not skip and term.type == "incorrect":
+                    wrong = self._incorrect_reference(item)
+                    slot = None if wrong is None else need(self.true_verifier, response, wrong)
+                plan["terms"].append(slot)
+            plans.append(plan)
+
+        outcomes = run_checks(checks, _LazyPool(self._get_pool))
+        return [self._assemble(item, plan, outcomes) for item, plan in zip(items, plans)]
+
+    def _incorrect_reference(self, item: ScoreItem) -> str | None:
+        try:
+            return self.task.incorrect_reference(item.problem)
+        except Exception:  # noqa: BLE001 - a task that cannot make a wrong label gives the term 0
+            return None
+
+    def _assemble(self, item: ScoreItem, plan: dict, outcomes: list[Outcome]) -> Score:
+        skip = item.truncated and self.spec.truncated_is_incorrect
+        true = oc.incorrect(None, "truncated: no final answer") if skip else outcomes[plan["true"]]
+        values: dict[str, float] = {}
+        reward = 0.0
+        for i, (term, key, slot) in enumerate(zip(self.spec.terms, self.keys, plan["terms"])):
+            values[key] = value = self._term_value(i, term, item, slot, outcomes, skip)
+            reward += term.weight * value
+        return Score(reward=reward, correct=true.outcome == "correct", outcome=true.outcome, answer=true.answer, terms=values)
+
+    def _term_value(self, i: int, term, item: ScoreItem, slot, outcomes, skip: bool) -> float:
+        if term.type == "random":
+            return random_reward(term.p, self.seed, i, item.step, item.problem.id, item.sample_index)
+        if skip:
+            return 0.0
+        if slot is not None:
+            return 1.0 if outcomes[slot].outcome == "correct" else 0.0
+        try:
+            if term.type == "format":
+                return format_reward(item.response, self.true_verifier, self.marker, term.think)
+            if term.type == "format_only":
+                return format_only_reward(item.response, self.true_verifier, self.options)
+        except Exception:  # noqa: BLE001 - never raise for model output; a broken extractor scores 0
+            return 0.0
+        return 0.0  # `incorrect` without a wrong label

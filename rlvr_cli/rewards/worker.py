@@ -1,0 +1,95 @@
+"""A verifier worker process: ``python -m rlvr_cli.rewards.worker``, driven by the pool over pipes.
+
+Protocol: JSON lines. The worker warms up (imports the verifiers it was told to preload and runs one
+check of each, so that no timed check pays for sympy's import) and says ``{"ready": true}``. Then, per
+request ``{"id", "verifier", "response", "reference", "options"}``, it answers ``{"id", "outcome",
+"reward", "answer", "detail"}``; a code check first announces its sandbox ``{"id", "sandbox": [pgid,
+uid]}`` so that the pool can kill it too if it has to kill this worker. The protocol uses a private
+copy of stdout; the real stdout is pointed at stderr so that stray prints cannot corrupt it.
+
+The worker limits its own address space (``--memory-mb``; a sympy blow-up becomes a MemoryError,
+reported as `error`) and asks the kernel to kill it when its parent dies (``PR_SET_PDEATHSIG``), so a
+check hung in C code never outlives the trainer. It exits on end of input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _limit_memory(mb: int) -> None:
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    # only the soft limit: a sandboxed program started from here sets its own, possibly higher, limit
+    resource.setrlimit(resource.RLIMIT_AS, (mb * 1024 * 1024, hard))
+
+
+def _answer(req: dict, send) -> dict:
+    from rlvr_cli.rewards.registry import get_verifier
+
+    verifier = get_verifier(req["verifier"])
+    options = dict(req.get("options") or {})
+    if "extract" in options:
+        options["extract"] = tuple(options["extract"])
+    if req["verifier"] == "code":
+        options["on_start"] = lambda pgid, uid: send({"id": req["id"], "sandbox": [pgid, uid]})
+    try:
+        out = verifier.check(req["response"], req["reference"], **options)
+        return {"id": req["id"], "outcome": out.outcome, "reward": out.reward, "answer": out.answer, "detail": out.detail}
+    except MemoryError:
+        detail = "out of memory (worker memory limit)"
+    except RecursionError:
+        detail = "recursion too deep"
+    except Exception as e:  # noqa: BLE001 - a checker bug must come back as `error`, not kill the worker
+        detail = f"{type(e).__name__}: {str(e)[:200]}"
+    return {"id": req["id"], "outcome": "error", "reward": 0.0, "answer": None, "detail": detail}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--preload", default="")
+    parser.add_argument("--memory-mb", type=int, default=0)
+    parser.add_argument("--code-options", default="{}")
+    args = parser.parse_args(argv)
+    _die_with_parent()
+    proto = os.fdopen(os.dup(1), "w", encoding="ascii", buffering=1)
+    os.dup2(2, 1)
+
+    def send(msg: dict) -> None:
+        proto.write(json.dumps(msg) + "\n")
+        proto.flush()
+
+    if args.memory_mb:
+        _limit_memory(args.memory_mb)
+    for name in filter(None, args.preload.split(",")):
+        if name == "math":
+            from rlvr_cli.rewards import math_answer
+
+            math_answer.warm_up()
+        elif name == "code":
+            from rlvr_cli.rewards import code_tests
+
+            code_tests.warm_up(**json.loads(args.code_options))
+    send({"ready": True})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        send(_answer(json.loads(line), send))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""Model references, the tiny model in Hugging Face format, and the sampler against a full forward pass."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from rlvr_cli.algo.logprobs import token_logprobs
+from rlvr_cli.errors import UserError
+from rlvr_cli.models import load_model, resolve_model_ref
+from rlvr_cli.models.tiny import build_tiny_model
+from rlvr_cli.models.tokenizer import build_char_tokenizer
+from rlvr_cli.sampling import filter_logits, generate
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tok = build_char_tokenizer()
+    model = build_tiny_model(tok, seed=0).eval()
+    return model, tok
+
+
+def ids(tok, text):
+    return tok(text, add_special_tokens=True)["input_ids"]
+
+
+def test_tiny_model_size_and_hf_round_trip(tiny, tmp_path):
+    model, tok = tiny
+    n = sum(p.numel() for p in model.parameters())
+    assert 300_000 <= n <= 1_000_000
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded, ltok, res = load_model(str(tmp_path))
+    assert res.kind == "path"
+    x = torch.tensor([ids(tok, "347+285=")])
+    with torch.no_grad():
+        assert torch.allclose(model(x).logits, loaded(x).logits, atol=1e-6)
+    assert ltok.decode(ids(ltok, "12,13,6#632")) == "12,13,6#632"
+
+
+def test_builtin_init_is_built_once_and_loadable():
+    a = resolve_model_ref("builtin:tiny-init")
+    b = resolve_model_ref("builtin:tiny-init")
+    assert a.path == b.path and a.kind == "builtin"
+    model, tok, _ = load_model("builtin:tiny-init")
+    assert tok.eos_token_id is not None and model.config.vocab_size == len(tok)
+
+
+def test_model_references(tmp_path, tiny):
+    model, tok = tiny
+    run = tmp_path / "run"
+    for step in (2, 10):
+        d = run / "checkpoints" / f"step_{step}"
+        model.save_pretrained(d)
+        tok.save_pretrained(d)
+    (run / "checkpoints" / ".tmp-step_12-99").mkdir()  # an unfinished write is ignored
+    (run / "run.json").write_text(json.dumps({"status": "running"}))
+    r = resolve_model_ref(str(run))
+    assert r.kind == "run" and r.step == 10 and r.path.endswith("step_10")
+    c = resolve_model_ref(str(run / "checkpoints" / "step_2"))
+    assert c.kind == "checkpoint" and c.step == 2
+    assert resolve_model_ref("org/some-model").kind == "hub"
+
+
+@pytest.mark.parametrize(
+    "ref,match",
+    [("builtin:huge", "unknown built-in"), ("not a model id!", "no such directory")],
+)
+def test_bad_model_references(ref, match):
+    with pytest.raises(UserError, match=match):
+        resolve_model_ref(ref)
+
+
+def test_bad_directories(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no model"):
+        resolve_model_ref(str(tmp_path / "empty"))
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    with pytest.raises(UserError, match="no complete checkpoint"):
+        resolve_model_ref(str(run))
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    with pytest.raises(UserError, match="not a file"):
+        resolve_model_ref(str(f))
+
+
+def test_hub_ids_fail_cleanly_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserError, match="cannot load"):
+        load_model("rlvr-test/definitely-not-cached")
+
+
+def test_sampler_logprobs_match_a_full_forward(tiny):
+    model, tok = tiny
+    prompts = [ids(tok, "347+285="), ids(tok, "1,2,3>6:"), ids(tok, "9+1=")] * 4
+    g = torch.Generator().manual_seed(0)
+    out = generate(model, prompts, max_new_tokens=12, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                   generator=g, temperature=0.7)
+    for p, r, lp in zip(prompts, out.response_ids, out.logprobs):
+        full = torch.tensor([p + r])
+        with torch.no_grad():
+            logits = model(full).logits
+        ref = token_logprobs(logits[:, len(p) - 1 : -1], full[:, len(p):], 0.7)[0]
+        assert torch.allclose(ref, torch.tensor(lp), atol=1e-5)
+
+
+def test_greedy_matches_transformers_generate_and_batching(tiny):
+    model, tok = tiny
+    a, b = ids(tok, "347+285="), ids(tok, "9+1=")
+    kw = dict(max_new_tokens=15, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, greedy=True)
+    single_a = generate(model, [a], **kw).response_ids[0]
+    single_b = generate(model, [b], **kw).response_ids[0]
+    hf = model.generate(torch.tensor([a]), max_new_tokens=15, do_sample=False, eos_token_id=tok.eos_token_id,
+                        pad_token_id=tok.pad_token_id)
+    assert single_a == hf[0, len(a):].tolist()[: len(single_a)]
+    both = generate(model, [b, a], **kw).response_ids  # left padding must not change the result
+    assert both == [single_b, single_a]
+
+
+def test_sampling_is_deterministic_for_a_seed_and_reports_finish(tiny):
+    model, tok = tiny
+    prompts = [ids(tok, "347+285=")] * 16
+    kw = dict(max_new_tokens=6, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    o1 = generate(model, prompts, generator=torch.Generator().manual_seed(3), **kw)
+    o2 = generate(model, prompts, generator=torch.Generator().manual_seed(3), **kw)
+    o3 = generate(model, prompts, generator=torch.Generator().manual_seed(4), **kw)
+    assert o1.response_ids == o2.response_ids and o1.response_ids != o3.response_ids
+    for r, why in zip(o1.response_ids, o1.finish_reasons):
+        assert (why == "eos") == (r[-1] == tok.eos_token_id)
+        assert why == "eos" or len(r) == 6
+    assert o1.gen_tokens == sum(len(r) for r in o1.response_ids)
+
+
+def test_eos_is_a_response_token_and_stops_the_row():
+    # a "model" that always puts all mass on EOS: every response is exactly [eos]
+    tok = build_char_tokenizer()
+    model = build_tiny_model(tok).eval()
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+        model.lm_head.weight[tok.eos_token_id] = 0.0
+        model.model.norm.weight.fill_(1.0)
+    bias = torch.zeros(len(tok))
+    bias[tok.eos_token_id] = 100.0
+    model.lm_head.register_forward_hook(lambda m, i, o: o + bias)
+    out = generate(model, [ids(tok, "1+1=")] * 3, max_new_tokens=5, eos_token_id=tok.eos_token_id,
+                   pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0))
+    assert out.response_ids == [[tok.eos_token_id]] * 3 and out.finish_reasons == ["eos"] * 3
+
+
+def test_min_think_suppression(tiny):
+    model, tok = tiny
+    bias = torch.zeros(len(tok))
+    bias[tok.eos_token_id] = 100.0
+    h = model.lm_head.register_forward_hook(lambda m, i, o: o + bias)
+    try:
+        out = generate(model, [ids(tok, "1+1=")] * 2, max_new_tokens=8, eos_token_id=tok.eos_token_id,
+                       pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0),
+                       suppress_ids=[tok.eos_token_id], suppress_until=4)
+    finally:
+        h.remove()
+    assert all(len(r) == 5 and r[-1] == tok.eos_token_id for r in out.response_ids)
+
+
+def test_filter_logits_top_k_and_top_p():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    assert torch.isinf(filter_logits(logits, top_k=2)[0, 2:]).all()
+    kept = ~torch.isinf(filter_logits(logits, top_p=0.8))
+    assert kept.tolist() == [[True, True, False, False]]  # 0.5 + 0.3 reaches 0.8
+    kept = ~torch.isinf(filter_logits(logits, top_p=0.81))
+    assert kept.tolist() == [[True, True, True, False]]
+    assert (~torch.isinf(filter_logits(logits, top_p=0.01))).sum() == 1  # the top token always stays

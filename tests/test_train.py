@@ -1,0 +1,275 @@
+"""The trainer end to end: every shipped recipe runs, runs are deterministic and resumable, knobs act.
+
+Runs here are tiny (a few prompts, a few steps) on the warm-started built-in model, built once per
+test session by the `tiny_base` fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr_cli.errors import RunFailed, UserError
+from rlvr_cli.recipe.load import list_shipped, load_recipe
+from rlvr_cli.train.rl import train_rl
+from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.sft import train_sft
+
+TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s", "sample_s"}
+SMALL = [
+    "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40",
+    "eval.n=4", "eval.num_prompts=8", "eval.every=2", "checkpoint.every=2", "steps=2",
+]
+RL_RECIPES = [n for n, _ in list_shipped() if load_recipe(n).algorithm == "rl"]
+
+
+def metrics(run_dir) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(run_dir).read_metrics()]
+
+
+def evals(run_dir) -> dict[int, dict]:
+    out = {}
+    for f in sorted((Path(run_dir) / "eval").glob("step_*.json")):
+        e = json.loads(f.read_text())
+        out[e["step"]] = {k: v for k, v in e.items() if k not in TIMING}
+    return out
+
+
+def recipe(name: str, tiny_base, *sets: str):
+    return load_recipe(name, [f"model.name={tiny_base}", *SMALL, *sets])
+
+
+@pytest.mark.parametrize("name", RL_RECIPES)
+def test_every_shipped_rl_recipe_trains(name, tiny_base, tmp_path, cli):
+    out = tmp_path / name
+    res = cli("train", name, "--out", str(out), "--set", f"model.name={tiny_base}", *[a for s in SMALL for a in ("--set", s)])
+    assert res.code == 0, res.stderr
+    rows = RunDir(out).read_metrics()
+    assert [r["step"] for r in rows] == [1, 2]
+    required = ("step reward_mean accuracy kl_mean kl_max entropy len_mean len_correct len_incorrect truncated_frac "
+                "clip_low_frac clip_high_frac ratio_max zero_std_frac filtered_frac grad_norm lr step_time_s gen_tokens").split()
+    for r in rows:
+        assert set(required) <= set(r), set(required) - set(r)
+        assert 0 <= r["accuracy"] <= 1 and r["gen_tokens"] > 0
+    status = json.loads((out / "run.json").read_text())
+    assert status["status"] == "finished" and status["old_logprobs"] == "sampler"
+    assert sorted(evals(out)) == [0, 2]
+    assert (out / "checkpoints" / "step_2" / "model.safetensors").is_file()
+    assert (out / "samples" / "step_2.jsonl").is_file()
+    assert "pass@1" in res.stderr and str(out) in res.stderr  # the closing table
+
+
+def test_same_seed_same_metrics_and_resume_equals_uninterrupted(tiny_base, tmp_path, monkeypatch):
+    r = recipe("grpo", tiny_base, "steps=4")
+    train_rl(r, tmp_path / "a")
+    train_rl(r, tmp_path / "b")
+    assert metrics(tmp_path / "a") == metrics(tmp_path / "b")
+
+    import rlvr_cli.train.rl as rl
+
+    real = rl._train_step
+
+    def killed_at_step_4(session, task, scorer, reference, source, step):
+        if step == 4:
+            raise KeyboardInterrupt
+        return real(session, task, scorer, reference, source, step)
+
+    monkeypatch.setattr(rl, "_train_step", killed_at_step_4)
+    with pytest.raises(KeyboardInterrupt):
+        train_rl(r, tmp_path / "c")
+    assert json.loads((tmp_path / "c" / "run.json").read_text())["status"] == "interrupted"
+    assert len(metrics(tmp_path / "c")) == 3  # step 3 was logged, but the last checkpoint is step 2
+    monkeypatch.setattr(rl, "_train_step", real)
+    with pytest.raises(UserError, match="--resume"):
+        train_rl(r, tmp_path / "c")
+    train_rl(r, tmp_path / "c", resume=True)
+    assert metrics(tmp_path / "c") == metrics(tmp_path / "a")
+    assert evals(tmp_path / "c") == evals(tmp_path / "a")
+
+
+def test_resume_after_a_kill_mid_write(tiny_base, tmp_path):
+    r = recipe("dr_grpo", tiny_base, "steps=4")
+    train_rl(r, tmp_path / "a")
+    d = tmp_path / "d"
+    train_rl(load_recipe("dr_grpo", [f"model.name={tiny_base}", *SMALL, "steps=4"]), d)
+    # Make d look like a run killed while writing step 4's checkpoint and metrics line:
+    import shutil
+
+    shutil.rmtree(d / "checkpoints" / "step_4")
+    (d / "checkpoints" / ".tmp-step_4-12345").mkdir()
+    (d / "checkpoints" / ".tmp-step_4-12345" / "config.json").write_text("{")
+    lines = (d / "metrics.jsonl").read_text().splitlines()
+    (d / "metrics.jsonl").write_text("\n".join(lines[:3]) + "\n" + lines[3][:25])
+    (d / "eval" / "step_4.json").unlink()
+    train_rl(r, d, resume=True)
+    assert metrics(d) == metrics(tmp_path / "a")
+    assert not list((d / "checkpoints").glob(".tmp-*"))
+
+
+def test_resume_refuses_a_different_recipe(tiny_base, tmp_path):
+    r = recipe("grpo", tiny_base, "steps=2")
+    train_rl(r, tmp_path / "a")
+    with pytest.raises(UserError, match="loss.clip.eps_high"):
+        train_rl(recipe("grpo", tiny_base, "steps=2", "loss.clip.eps_high=0.3"), tmp_path / "a", resume=True)
+
+
+def _weights_after_one_step(tiny_base, tmp_path, name, *sets):
+    from safetensors.torch import load_file
+
+    r = recipe("grpo", tiny_base, "steps=1", "eval.at_start=false", "checkpoint.every=1", *sets)
+    train_rl(r, tmp_path / name)
+    return load_file(str(tmp_path / name / "checkpoints" / "step_1" / "model.safetensors"))
+
+
+@pytest.mark.parametrize("agg", ["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"])
+def test_micro_batches_do_not_change_the_update(tiny_base, tmp_path, agg):
+    one = _weights_after_one_step(tiny_base, tmp_path, "m1", f"loss.aggregation={agg}", "optim.micro_batches=1")
+    four = _weights_after_one_step(tiny_base, tmp_path, "m4", f"loss.aggregation={agg}", "optim.micro_batches=4")
+    base = load_recipe("grpo", [f"model.name={tiny_base}"])
+    from safetensors.torch import load_file
+
+    start = load_file(str(Path(base.model.name) / "model.safetensors"))
+    assert any(not torch.equal(start[k], one[k]) for k in one)  # the step did move the weights
+    for k in one:
+        assert torch.allclose(one[k], four[k], atol=1e-6, rtol=1e-5), k
+
+
+def test_on_policy_single_update_never_clips(tiny_base, tmp_path):
+    r = recipe("grpo", tiny_base, "optim.minibatches=1", "optim.mu=1", "eval.at_start=false")
+    train_rl(r, tmp_path / "r")
+    for row in metrics(tmp_path / "r"):
+        assert row["clip_low_frac"] == 0 and row["clip_high_frac"] == 0
+        assert abs(row["ratio_max"] - 1) < 1e-4 and abs(row["ratio_min"] - 1) < 1e-4
+
+
+def test_kl_in_the_reward_subtracts_beta_times_the_sequence_k1(tiny_base, tmp_path):
+    # A reference unlike the policy (the untrained model) makes sum_t k1 large.
+    r = recipe("grpo_kl_in_reward", tiny_base, "model.reference=builtin:tiny-init", "kl.estimator=k1",
+               "kl.beta=0.01", "steps=1", "eval.at_start=false")
+    train_rl(r, tmp_path / "r")
+    row = metrics(tmp_path / "r")[0]
+    assert row["kl_seq_mean"] > 10
+    assert row["reward_shaped_mean"] == pytest.approx(row["reward_mean"] - 0.01 * row["kl_seq_mean"], rel=1e-4)
+
+
+def test_dynamic_sampling_refills_and_reports(tiny_base, tmp_path):
+    r = recipe("dapo", tiny_base, "rollout.prompts_per_step=8", "dynamic_sampling.max_rounds=3", "steps=2",
+               "eval.at_start=false")
+    train_rl(r, tmp_path / "r")
+    for row in metrics(tmp_path / "r"):
+        assert row["ds_prompts"] == 8 * row["ds_rounds"]
+        assert row["batch_groups"] <= 8
+        dropped = round(row["filtered_frac"] * row["ds_prompts"])
+        # either the batch was filled, or every round was used
+        assert row["batch_groups"] == 8 or row["ds_rounds"] == 3
+        assert row["ds_prompts"] - dropped >= row["batch_groups"]
+        assert row["zero_std_frac"] == 0  # no constant group survives the filter (accuracy-based, no shaping ties)
+
+
+def test_dynamic_sampling_carries_on_with_an_empty_batch(tmp_path):
+    # The untrained model is never right: every group is all-wrong and is filtered out.
+    r = load_recipe("dapo", ["model.name=builtin:tiny-init", *SMALL, "dynamic_sampling.max_rounds=2",
+                             "eval.at_start=false", "rollout.max_new_tokens=8"])
+    train_rl(r, tmp_path / "r")
+    for row in metrics(tmp_path / "r"):
+        assert (row["ds_rounds"], row["batch_groups"], row["filtered_frac"]) == (2, 0, 1.0)
+        assert row["updates"] == 0 and row["accuracy"] == 0.0
+
+
+def test_non_finite_updates_are_skipped_then_fail_the_run(tiny_base, tmp_path, monkeypatch, cli):
+    import rlvr_cli.train.rl as rl
+
+    real = rl.clipped_surrogate
+
+    def nan_loss(*a, **k):
+        out = real(*a, **k)
+        out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(rl, "clipped_surrogate", nan_loss)
+    r = recipe("grpo", tiny_base, "optim.max_skipped_in_row=3", "steps=3", "eval.at_start=false")
+    with pytest.raises(RunFailed, match="non-finite"):
+        train_rl(r, tmp_path / "r")
+    rows = metrics(tmp_path / "r")
+    assert rows[0]["updates_skipped"] == 2 and math.isnan(rows[0]["loss"])
+    status = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert status["status"] == "failed" and "non-finite" in status["error"]
+
+
+def test_reference_reset_and_resume_across_it(tiny_base, tmp_path, monkeypatch):
+    sets = ("kl.ref_reset_every=2", "steps=4", "optim.lr=1e-3", "eval.every=0", "eval.at_start=false")
+    r = recipe("grpo", tiny_base, *sets)
+    train_rl(r, tmp_path / "a")
+    rows = metrics(tmp_path / "a")
+    assert rows[2]["kl_mean"] < 1e-9 < rows[1]["kl_mean"]  # step 3 starts from a fresh reference
+    import rlvr_cli.train.rl as rl
+
+    real = rl._train_step
+    monkeypatch.setattr(rl, "_train_step", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt) if a[-1] == 3 else real(*a))
+    with pytest.raises(KeyboardInterrupt):
+        train_rl(r, tmp_path / "b")
+    monkeypatch.setattr(rl, "_train_step", real)
+    train_rl(r, tmp_path / "b", resume=True)
+    assert metrics(tmp_path / "b") == rows
+
+
+def test_a_local_model_with_another_tokenizer(tmp_path):
+    """Nothing assumes the built-in tokenizer: a Llama from a config with a word-level vocabulary whose
+    special ids differ, saved to a directory and loaded by path, on a dataset task from a JSONL file."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {str(i): i for i in range(20)} | {"What": 20, "is": 21, "plus": 22, "?": 23, " ": 24, "\n": 25,
+                                              "[UNK]": 26, "[EOS]": 27, "[PAD]": 28}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"\d+|\w+|\s|[^\w\s]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="[EOS]", pad_token="[PAD]", unk_token="[UNK]")
+    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=2, eos_token_id=27, pad_token_id=28)
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"q": f"What is {a} plus {b}?", "a": str(a + b)}) + "\n"
+                            for a in range(10) for b in range(10)))
+    r = load_recipe("grpo", [
+        f"model.name={tmp_path / 'model'}", "task.name=dataset", f"task.path={data}", "task.question_field=q",
+        "task.answer_field=a", "task.verifier=integer", "task.eval_fraction=0.2", "task.prompt_template={q}\n",
+        *SMALL, "rollout.max_new_tokens=6", "eval.max_new_tokens=6"])
+    train_rl(r, tmp_path / "run")
+    assert len(metrics(tmp_path / "run")) == 2
+    assert (tmp_path / "run" / "checkpoints" / "step_2" / "tokenizer.json").is_file()
+
+
+def test_sft_from_a_jsonl_file_and_its_errors(tmp_path, cli):
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"{a:03d}+{a:03d}=", "response": f"#{2 * a}"}) + "\n" for a in range(40)))
+    out = tmp_path / "sft"
+    res = cli("train", "base_sft", "--out", str(out), "--set", f"sft.data={data}", "--set", "steps=3",
+              "--set", "sft.batch_size=16", "--set", "eval.n=2", "--set", "eval.num_prompts=4")
+    assert res.code == 0, res.stderr
+    assert [r["step"] for r in RunDir(out).read_metrics()] == [1, 2, 3]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "1+1=", "response": "#2"}\nnot json\n{"prompt": 3}\n')
+    res = cli("train", "base_sft", "--out", str(tmp_path / "sft2"), "--set", f"sft.data={bad}")
+    assert res.code == 2
+    assert f"{bad}:2: not JSON" in res.stderr and f"{bad}:3:" in res.stderr
+
+
+def test_bad_input_to_train_exits_2(tmp_path, cli):
+    assert cli("train", "grpo", "--set", "loss.clip.eps_low=2").code == 2
+    assert cli("train", str(tmp_path / "missing.yaml")).code == 2
+    res = cli("train", "grpo", "--out", str(tmp_path / "x"), "--set", "model.name=builtin:nope")
+    assert res.code == 2 and "unknown built-in model" in res.stderr
+
+
+def test_sft_warm_start_is_deterministic(tmp_path):
+    r = load_recipe("base_sft", ["steps=3", "sft.batch_size=8", "eval.n=2", "eval.num_prompts=4"])
+    train_sft(r, tmp_path / "a")
+    train_sft(r, tmp_path / "b")
+    assert metrics(tmp_path / "a") == metrics(tmp_path / "b")
