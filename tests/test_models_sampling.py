@@ -138,10 +138,6 @@ def test_eos_is_a_response_token_and_stops_the_row():
     # a "model" that always puts all mass on EOS: every response is exactly [eos]
     tok = build_char_tokenizer()
     model = build_tiny_model(tok).eval()
-    with torch.no_grad():
-        model.lm_head.weight.zero_()
-        model.lm_head.weight[tok.eos_token_id] = 0.0
-        model.model.norm.weight.fill_(1.0)
     bias = torch.zeros(len(tok))
     bias[tok.eos_token_id] = 100.0
     model.lm_head.register_forward_hook(lambda m, i, o: o + bias)

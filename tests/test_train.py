@@ -117,25 +117,32 @@ def test_resume_refuses_a_different_recipe(tiny_base, tmp_path):
         train_rl(recipe("grpo", tiny_base, "steps=2", "loss.clip.eps_high=0.3"), tmp_path / "a", resume=True)
 
 
-def _weights_after_one_step(tiny_base, tmp_path, name, *sets):
-    from safetensors.torch import load_file
+def _first_gradient(tiny_base, tmp_path, monkeypatch, name, *sets) -> dict[str, torch.Tensor]:
+    """The accumulated gradient of the first optimiser update of a one-step run."""
+    import rlvr_cli.train.rl as rl
 
-    r = recipe("grpo", tiny_base, "steps=1", "eval.at_start=false", "checkpoint.every=1", *sets)
+    grads: list[dict] = []
+    real = rl.grad_norm_and_clip
+
+    def capture(params, max_norm):
+        params = list(params)
+        if not grads:
+            grads.append({i: p.grad.detach().clone() for i, p in enumerate(params) if p.grad is not None})
+        return real(params, max_norm)
+
+    monkeypatch.setattr(rl, "grad_norm_and_clip", capture)
+    r = recipe("grpo", tiny_base, "steps=1", "eval.at_start=false", "eval.every=0", *sets)
     train_rl(r, tmp_path / name)
-    return load_file(str(tmp_path / name / "checkpoints" / "step_1" / "model.safetensors"))
+    return grads[0]
 
 
 @pytest.mark.parametrize("agg", ["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"])
-def test_micro_batches_do_not_change_the_update(tiny_base, tmp_path, agg):
-    one = _weights_after_one_step(tiny_base, tmp_path, "m1", f"loss.aggregation={agg}", "optim.micro_batches=1")
-    four = _weights_after_one_step(tiny_base, tmp_path, "m4", f"loss.aggregation={agg}", "optim.micro_batches=4")
-    base = load_recipe("grpo", [f"model.name={tiny_base}"])
-    from safetensors.torch import load_file
-
-    start = load_file(str(Path(base.model.name) / "model.safetensors"))
-    assert any(not torch.equal(start[k], one[k]) for k in one)  # the step did move the weights
+def test_micro_batches_do_not_change_the_gradient(tiny_base, tmp_path, monkeypatch, agg):
+    one = _first_gradient(tiny_base, tmp_path, monkeypatch, "m1", f"loss.aggregation={agg}", "optim.micro_batches=1")
+    four = _first_gradient(tiny_base, tmp_path, monkeypatch, "m4", f"loss.aggregation={agg}", "optim.micro_batches=4")
+    assert one.keys() == four.keys() and any(g.abs().max() > 0 for g in one.values())
     for k in one:
-        assert torch.allclose(one[k], four[k], atol=1e-6, rtol=1e-5), k
+        assert torch.allclose(one[k], four[k], atol=1e-7, rtol=1e-4), k
 
 
 def test_on_policy_single_update_never_clips(tiny_base, tmp_path):
@@ -173,7 +180,7 @@ def test_dynamic_sampling_refills_and_reports(tiny_base, tmp_path):
 def test_dynamic_sampling_carries_on_with_an_empty_batch(tmp_path):
     # The untrained model is never right: every group is all-wrong and is filtered out.
     r = load_recipe("dapo", ["model.name=builtin:tiny-init", *SMALL, "dynamic_sampling.max_rounds=2",
-                             "eval.at_start=false", "rollout.max_new_tokens=8"])
+                             "eval.at_start=false", "rollout.max_new_tokens=20"])
     train_rl(r, tmp_path / "r")
     for row in metrics(tmp_path / "r"):
         assert (row["ds_rounds"], row["batch_groups"], row["filtered_frac"]) == (2, 0, 1.0)
@@ -239,7 +246,7 @@ def test_a_local_model_with_another_tokenizer(tmp_path):
                             for a in range(10) for b in range(10)))
     r = load_recipe("grpo", [
         f"model.name={tmp_path / 'model'}", "task.name=dataset", f"task.path={data}", "task.question_field=q",
-        "task.answer_field=a", "task.verifier=integer", "task.eval_fraction=0.2", "task.prompt_template={q}\n",
+        "task.answer_field=a", "task.verifier=integer", "task.eval_fraction=0.2", 'task.prompt_template="{q}\\n"',
         *SMALL, "rollout.max_new_tokens=6", "eval.max_new_tokens=6"])
     train_rl(r, tmp_path / "run")
     assert len(metrics(tmp_path / "run")) == 2

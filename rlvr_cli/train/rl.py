@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -339,7 +340,9 @@ def _update(session: Session, reference, prompt_ids, response_ids, old_logp, ref
                         f"{skips} non-finite updates in a row (step {step}: loss {total}, grad norm {gnorm}); "
                         "lower optim.lr, tighten the clip or add KL"
                     )
-            session.scheduler.step()
+            with warnings.catch_warnings():  # a skipped update still uses up its slot in the schedule
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+                session.scheduler.step()
             losses.append(total)
             norms.append(gnorm)
     session.state["skipped_in_row"] = skips
