@@ -38,7 +38,7 @@ from rlvr_cli.models import load_model
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import Scorer
 from rlvr_cli.tasks import build_task
-from rlvr_cli.train.batch import pack, response_logprobs
+from rlvr_cli.train.batch import length_sorted_chunks, pack, response_logprobs
 from rlvr_cli.train.evalhook import eval_and_record
 from rlvr_cli.train.optim import grad_norm_and_clip
 from rlvr_cli.train.progress import fmt, step_progress
@@ -72,9 +72,8 @@ def _logprobs_in_chunks(model, prompt_ids, response_ids, pad_id, device, tempera
     """log pi(y_t) for all responses, padded to the batch's response width (B, Lr)."""
     width = max(1, max(len(r) for r in response_ids))
     out = torch.zeros(len(response_ids), width, device=device)
-    for idx in torch.arange(len(response_ids)).tensor_split(chunks):
-        if len(idx) == 0:
-            continue
+    lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
+    for idx in length_sorted_chunks(range(len(response_ids)), lengths, chunks):
         mb = pack([prompt_ids[i] for i in idx], [response_ids[i] for i in idx], pad_id, device)
         with amp:
             lp, _ = response_logprobs(model, mb, temperature)
@@ -294,9 +293,8 @@ def _update(session: Session, reference, prompt_ids, response_ids, old_logp, ref
             z = aggregation_normalizer(loss_mask[mb_idx.to(dev)], lo.aggregation)
             session.optimizer.zero_grad(set_to_none=True)
             total = 0.0
-            for idx in mb_idx.tensor_split(o.micro_batches):
-                if len(idx) == 0:
-                    continue
+            lengths = [len(prompt_ids[i]) + len(response_ids[i]) for i in range(n)]
+            for idx in length_sorted_chunks(mb_idx, lengths, o.micro_batches):
                 mb = pack([prompt_ids[i] for i in idx], [response_ids[i] for i in idx], tok.pad_token_id, dev)
                 w = mb.response_width
                 didx = idx.to(dev)

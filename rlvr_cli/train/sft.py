@@ -17,13 +17,12 @@ import random
 import time
 from pathlib import Path
 
-import torch
 
 from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.recipe.schema import Recipe, RewardSpec
 from rlvr_cli.tasks import Problem, build_task, encode_prompt
-from rlvr_cli.train.batch import pack, response_logprobs
+from rlvr_cli.train.batch import length_sorted_chunks, pack, response_logprobs
 from rlvr_cli.train.evalhook import eval_and_record
 from rlvr_cli.train.optim import grad_norm_and_clip
 from rlvr_cli.train.progress import fmt, step_progress
@@ -107,12 +106,8 @@ def train_sft(recipe: Recipe, out: str | Path, resume: bool = False, quiet: bool
                 z = aggregation_normalizer(full.response_mask, "token_mean")
                 session.optimizer.zero_grad(set_to_none=True)
                 total_loss = 0.0
-                # length-sorted micro-batches pad less; the global normaliser z keeps the gradient exact
-                by_length = sorted(range(len(pairs)), key=lambda i: len(prompt_ids[i]) + len(response_ids[i]))
-                chunks = torch.tensor(by_length).tensor_split(recipe.optim.micro_batches)
-                for idx in chunks:
-                    if len(idx) == 0:
-                        continue
+                lengths = [len(q) + len(a) for q, a in zip(prompt_ids, response_ids)]
+                for idx in length_sorted_chunks(range(len(pairs)), lengths, recipe.optim.micro_batches):
                     mb = pack([prompt_ids[i] for i in idx], [response_ids[i] for i in idx], tok.pad_token_id, session.device)
                     with session.amp():
                         logp, _ = response_logprobs(model, mb)
