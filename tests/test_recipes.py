@@ -203,3 +203,13 @@ def test_notes_say_when_clipping_cannot_act():
 def test_unknown_recipe_reference(cli):
     res = cli("recipes", "show", "nope")
     assert res.code == 2 and "no such recipe" in res.stderr
+
+
+def test_readme_field_table_matches_the_schema():
+    """The README's field reference is generated; regenerate with `python -m rlvr_cli.recipe.docs README.md`."""
+    from pathlib import Path
+
+    from rlvr_cli.recipe.docs import markdown_table
+
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    assert markdown_table() in readme.read_text(encoding="utf-8")

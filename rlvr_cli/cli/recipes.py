@@ -77,3 +77,14 @@ def validate(
             console.print(f"   note: {note}", highlight=False, style="dim")
     if problems:
         raise UserError(problems)
+
+
+@app.command("fields")
+def fields() -> None:
+    """Print the reference of every recipe field (type, default, meaning) as a Markdown table on stdout.
+
+    Example: rlvr recipes fields > fields.md
+    """
+    from rlvr_cli.recipe.docs import markdown_table
+
+    typer.echo(markdown_table(), nl=False)

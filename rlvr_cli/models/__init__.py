@@ -96,6 +96,14 @@ def weights_and_autocast(dtype: str, device: torch.device) -> tuple[torch.dtype,
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype], None
 
 
+def quiet_transformers() -> None:
+    """No per-file progress bars from transformers ("Loading weights", "Writing model shards"):
+    rlvr draws its own progress, and these would interleave with it on every checkpoint."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
@@ -114,6 +122,7 @@ def load_model(ref: str, device: str | torch.device = "cpu", dtype: str = "auto"
     """Load (model, tokenizer, ResolvedModel) for a MODEL reference, in eval mode, on ``device``."""
     from transformers import AutoModelForCausalLM
 
+    quiet_transformers()
     resolved = resolve_model_ref(ref)
     dev = device if isinstance(device, torch.device) else resolve_device(device)
     wdtype, _ = weights_and_autocast(dtype, dev)

@@ -64,6 +64,7 @@ class ArithmeticTask(Strict):
     """Zero-padded multi-digit addition (`347+285=`); the answer follows the marker `#`."""
 
     name: Literal["arithmetic"] = "arithmetic"
+    """Task kind (the section's other fields depend on it)."""
     digits: int = Field(3, ge=1, le=9)
     """Digits per operand (operands are zero-padded to this width)."""
     num_eval: int = Field(256, ge=1, le=100_000)
@@ -83,12 +84,15 @@ class ArithmeticTask(Strict):
     """Most filler words at the start of a rambling trace."""
     ramble_error_rate: float = Field(0.6, ge=0, le=1)
     """Error probability of a rambling trace (replaces error_rate): makes verbosity predict errors."""
+    ramble_position: Literal["start", "before_answer"] = "start"
+    """Where the filler sits: at the start (decided before the work) or after the work, just before the answer (so a model can learn to ramble when its own work went wrong)."""
 
 
 class CountdownTask(Strict):
     """Reach a target from given numbers with + - * /, each number used at most once (`3,5,7>22:`)."""
 
     name: Literal["countdown"] = "countdown"
+    """Task kind."""
     count: int = Field(3, ge=2, le=4)
     """How many numbers each prompt gives."""
     max_number: int = Field(9, ge=2, le=99)
@@ -109,6 +113,7 @@ class DatasetTask(Strict):
     """Any JSONL / Parquet / CSV file or Hugging Face dataset with a question and a final answer."""
 
     name: Literal["dataset"] = "dataset"
+    """Task kind."""
     path: str
     """A local .jsonl/.json/.parquet/.csv file, or a Hugging Face dataset name."""
     config: str | None = None
@@ -124,10 +129,13 @@ class DatasetTask(Strict):
     num_eval: int | None = Field(None, ge=1)
     """Cap on the number of held-out prompts (first N in a fixed order)."""
     question_field: str = "question"
+    """Column holding the question."""
     answer_field: str = "answer"
+    """Column holding the gold answer (or a solution it is extracted from)."""
     answer_extraction: Literal["gsm8k", "boxed", "none", "regex"] = "none"
     """How to get the gold answer from `answer_field`: GSM8K's `#### 42`, the last `\\boxed{}`, the field as is, or `answer_regex` (first group)."""
     answer_regex: str | None = None
+    """Regular expression whose first group is the gold answer (with answer_extraction `regex`)."""
     prompt_template: str = "{question}\n"
     """Python format string over the row's fields."""
     chat_template: bool = False
@@ -253,12 +261,14 @@ class VerifierTerm(Strict):
     type: VerifierName = "task"
     """A correctness verifier; `task` means the task's own (integer for arithmetic, countdown, math for datasets)."""
     weight: float = 1.0
+    """w_k: this term's weight in r = sum_k w_k * term_k."""
 
 
 class FormatTerm(Strict):
     type: Literal["format"]
     """Shaped reward: 1 when the response follows the task's format (its answer marker followed by a readable answer; without a marker, a `\\boxed{}` or `####` answer), optionally after a <think> block."""
     weight: float = 0.1
+    """w_k: this term's weight in r = sum_k w_k * term_k."""
     think: bool = False
     """Require `<think>...</think>` (exactly one, non-empty, at the start) before the answer."""
 
@@ -267,19 +277,23 @@ class RandomTerm(Strict):
     type: Literal["random"]
     """Spurious control: Bernoulli(p), reproducible from the seed and the sample's identity (step, prompt id, sample index)."""
     p: float = Field(0.5, ge=0, le=1)
+    """P(reward 1) of the random reward."""
     weight: float = 1.0
+    """w_k: this term's weight in r = sum_k w_k * term_k."""
 
 
 class IncorrectTerm(Strict):
     type: Literal["incorrect"]
     """Spurious control: 1 only when the answer equals a fixed wrong label of the prompt."""
     weight: float = 1.0
+    """w_k: this term's weight in r = sum_k w_k * term_k."""
 
 
 class FormatOnlyTerm(Strict):
     type: Literal["format_only"]
     """Spurious control: 1 whenever an answer can be extracted at all (by the task's verifier, with `reward.extract`)."""
     weight: float = 1.0
+    """w_k: this term's weight in r = sum_k w_k * term_k."""
 
 
 RewardTerm = Annotated[
@@ -333,8 +347,11 @@ class OptimSpec(Strict):
     lr: float = Field(1e-4, gt=0)
     """Peak learning rate (AdamW)."""
     weight_decay: float = Field(0.0, ge=0)
+    """AdamW decoupled weight decay."""
     betas: tuple[float, float] = (0.9, 0.99)
+    """AdamW (beta1, beta2)."""
     adam_eps: float = Field(1e-8, gt=0)
+    """AdamW epsilon."""
     schedule: Schedule = "constant"
     """Learning-rate schedule after warm-up."""
     warmup_steps: int = Field(0, ge=0)
@@ -357,7 +374,9 @@ class SFTSpec(Strict):
     data: str | None = None
     """JSONL of prompt/response pairs; null means fresh traces of the built-in task each step."""
     prompt_field: str = "prompt"
+    """JSONL field of the prompt text."""
     response_field: str = "response"
+    """JSONL field of the response text."""
     batch_size: int = Field(64, ge=1)
     """Examples per optimiser step."""
 
@@ -372,7 +391,9 @@ class EvalSpec(Strict):
     num_prompts: int = Field(64, ge=1)
     """Held-out prompts evaluated (the first N of the task's held-out set)."""
     temperature: float = Field(1.0, gt=0)
+    """Sampling temperature of evaluation."""
     top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus mass of evaluation sampling."""
     max_new_tokens: int | None = Field(None, ge=1)
     """null resolves to rollout.max_new_tokens."""
     pass_at_k: list[int] | None = None
@@ -409,15 +430,19 @@ class Recipe(Strict):
     name: str | None = None
     """Run name (the run directory is output_dir/name); null means the recipe file's name."""
     description: str = ""
+    """One line saying what the recipe is for (shown by `rlvr recipes list`)."""
     algorithm: Literal["rl", "sft"] = "rl"
     """`rl`: the GRPO-family policy-gradient loop; `sft`: supervised fine-tuning (warm start, R1 stages)."""
     seed: int = 0
+    """Seeds prompts, sampling and minibatch order per step: same seed, same machine, same metrics."""
     steps: int = Field(100, ge=1)
     """Training steps; an RL step is one rollout batch of P*G responses and its mu*minibatches updates."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    """`auto` picks CUDA when present, else the CPU."""
     threads: int | None = Field(1, ge=1)
     """torch CPU threads. 1 suits the tiny model (on 2 cores, run two seeds side by side rather than two threads); null = torch's default."""
     output_dir: str = "runs"
+    """Parent directory of run directories."""
     model: ModelSpec = Field(default_factory=ModelSpec)
     task: TaskSpec = Field(default_factory=ArithmeticTask)
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)

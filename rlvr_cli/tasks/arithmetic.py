@@ -9,10 +9,11 @@ correct responses exist per prompt:
     verbose   7+5=12,4+8+1=13,3+2+1=6#632       one equation per column
 
 plus up to ``check_max`` redundant checks `=632` before the marker or after the answer, and, with
-``ramble_prob`` > 0, 1..ramble_max filler words `wait,` at the start of the response. A trace carries
-one deliberate column error (the column total off by 1-3, propagated through the carries into the
-answer) with probability ``error_rate``, or ``ramble_error_rate`` when it rambles: that makes
-verbosity predict being wrong, as in real models that ramble when unsure.
+``ramble_prob`` > 0, 1..ramble_max filler words `wait,` at the start of the response (or, with
+``ramble_position: before_answer``, after the work and just before the answer: `12,14,6,wait,#642`).
+A trace carries one deliberate column error (the column total off by 1-3, propagated through the
+carries into the answer) with probability ``error_rate``, or ``ramble_error_rate`` when it rambles:
+that makes verbosity predict being wrong, as in real models that ramble when unsure.
 """
 
 from __future__ import annotations
@@ -126,4 +127,7 @@ class ArithmeticTask:
         checks = f"={answer}" * rng.randint(0, s.check_max)
         position = s.check_position if s.check_position != "both" else rng.choice(("before", "after"))
         before, after = (checks, "") if position == "before" else ("", checks)
-        return "wait," * rambles + work + before + MARKER + str(answer) + after
+        filler = "wait," * rambles
+        if s.ramble_position == "before_answer":
+            return work + ("," if work and filler else "") + filler + before + MARKER + str(answer) + after
+        return filler + work + before + MARKER + str(answer) + after

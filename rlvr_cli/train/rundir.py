@@ -28,7 +28,7 @@ import torch
 from rlvr_cli import __version__
 from rlvr_cli.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rlvr_cli.errors import UserError
-from rlvr_cli.models import list_checkpoints
+from rlvr_cli.models import list_checkpoints, quiet_transformers
 
 
 def _now() -> str:
@@ -148,6 +148,7 @@ class RunDir:
     # --- checkpoints -------------------------------------------------------------------------------
     def save_checkpoint(self, step: int, model, tokenizer, trainer_state: dict, keep_last: int | None = None) -> Path:
         """Write checkpoints/step_N atomically: a temp dir, fsynced, then renamed into place."""
+        quiet_transformers()
         final = self.checkpoint_path(step)
         tmp = final.parent / f".tmp-step_{step}-{os.getpid()}"
         if tmp.exists():

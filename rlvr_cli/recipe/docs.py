@@ -1,0 +1,98 @@
+"""The recipe field reference, generated from the schema (so the README and the code cannot drift)."""
+
+from __future__ import annotations
+
+import typing
+
+from pydantic import BaseModel
+
+from rlvr_cli.recipe.schema import Recipe
+
+
+def _type_name(annotation) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        parts = [a for a in args if a is not type(None)]
+        name = " \\| ".join(_type_name(a) for a in parts)
+        return f"{name} \\| null" if len(parts) < len(args) else name
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (list, tuple):
+        return f"{origin.__name__}[{', '.join(_type_name(a) for a in args if a is not Ellipsis)}]"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _models_in(annotation) -> list[type[BaseModel]]:
+    """The recipe sections an annotation refers to (one, or the variants of a discriminated union)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found = []
+    for a in typing.get_args(annotation):
+        found.extend(_models_in(a))
+    return found
+
+
+def field_rows(model: type[BaseModel] = Recipe, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(dotted field, type, default, description) for every leaf field, sections in schema order."""
+    rows = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        subs = _models_in(info.annotation)
+        if subs and info.annotation is not None:
+            if len(subs) == 1:
+                rows += field_rows(subs[0], f"{path}.")
+            else:  # a discriminated union: each variant under its tag
+                for sub in subs:
+                    tag_name = "name" if "name" in sub.model_fields else "type"
+                    tag_field = sub.model_fields[tag_name]
+                    tag = " | ".join(typing.get_args(tag_field.annotation))
+                    doc = (sub.__doc__ or "").strip() or tag_field.description or ""
+                    rows.append((f"{path} ({tag_name}: {tag})", "variant", "", " ".join(doc.split())))
+                    rows += [r for r in field_rows(sub, f"{path}.") if r[0] != f"{path}.{tag_name}"]
+            continue
+        default = info.get_default(call_default_factory=True) if not info.is_required() else "(required)"
+        rows.append((path, _type_name(info.annotation), repr(default) if isinstance(default, str) else str(default),
+                     " ".join((info.description or "").split())))
+    return rows
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table() -> str:
+    lines = ["| field | type | default | meaning |", "|---|---|---|---|"]
+    seen = set()
+    for path, typ, default, desc in field_rows():
+        if (path, desc) in seen:
+            continue
+        seen.add((path, desc))
+        cells = [f"`{_escape(path)}`", typ, _escape(default), _escape(desc)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+START, END = "<!-- FIELDS:START -->", "<!-- FIELDS:END -->"
+
+
+def update_readme(path: str = "README.md") -> bool:
+    """Rewrite the field table between the README's markers; True when it changed."""
+    from pathlib import Path
+
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{START}\n{markdown_table()}{END}{tail}"
+    if new != text:
+        p.write_text(new, encoding="utf-8")
+    return new != text
+
+
+if __name__ == "__main__":  # python -m rlvr_cli.recipe.docs README.md
+    import sys
+
+    print("updated" if update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md") else "up to date")
