@@ -1,0 +1,175 @@
+"""Regenerate everything in results/: train every run of every experiment, then compare them.
+
+    python results/reproduce.py                   # all experiments, 3 seeds, 2 runs in parallel
+    python results/reproduce.py --only kl entropy # some experiments
+    python results/reproduce.py --dry-run         # print the commands only
+
+Each experiment is a set of recipes under recipes/experiments/ (or shipped presets) trained with
+seeds 0..S-1 into runs/experiments/<experiment>/<variant>-seed<k>, then
+`rlvr compare` of those runs into results/<experiment>/ (figure, summary.md, summary.json), with
+the exact commands written to results/<experiment>/commands.md. Finished runs are skipped and
+interrupted ones resumed, so the script can be stopped and restarted at any time. Runs use one
+thread each; --jobs of them run side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = Path("runs/experiments")
+RESULTS = Path("results")
+
+
+@dataclass
+class Experiment:
+    name: str
+    variants: dict[str, str]
+    """variant name -> recipe (path or shipped name)."""
+    prerequisites: list[tuple[str, str]] = field(default_factory=list)
+    """(recipe, run dir) trained once before the variants (e.g. a warm start they start from)."""
+    seeds: int | None = None
+    compare_args: list[str] = field(default_factory=list)
+
+
+EXPERIMENTS = [
+    Experiment(
+        "length",
+        {
+            "grpo": "recipes/experiments/length/grpo.yaml",
+            "dr_grpo": "recipes/experiments/length/dr_grpo.yaml",
+            "no_length_norm": "recipes/experiments/length/no_length_norm.yaml",
+            "no_std": "recipes/experiments/length/no_std.yaml",
+        },
+        prerequisites=[("recipes/experiments/length/base.yaml", "runs/experiments/length/base")],
+    ),
+    Experiment(
+        "entropy",
+        {
+            "collapse": "recipes/experiments/entropy/collapse.yaml",
+            "clip_higher": "recipes/experiments/entropy/clip_higher.yaml",
+            "kl_loss": "recipes/experiments/entropy/kl_loss.yaml",
+        },
+    ),
+    Experiment(
+        "kl",
+        {
+            "drift": "recipes/experiments/kl/drift.yaml",
+            "kl_loss": "recipes/experiments/kl/kl_loss.yaml",
+            "kl_reward": "recipes/experiments/kl/kl_reward.yaml",
+        },
+        compare_args=["--smooth", "0"],
+    ),
+    Experiment(
+        "spurious",
+        {
+            "true": "recipes/experiments/spurious/true_reward.yaml",
+            "random": "recipes/experiments/spurious/random_reward.yaml",
+            "incorrect": "recipes/experiments/spurious/incorrect_reward.yaml",
+            "format_only": "recipes/experiments/spurious/format_reward.yaml",
+        },
+    ),
+    Experiment(
+        "variants",
+        {name: f"recipes/{name}.yaml" for name in ("grpo", "dr_grpo", "dapo", "gspo", "grpo_kl_in_reward")},
+    ),
+    Experiment(
+        "prorl",
+        {"no_reset": "recipes/experiments/prorl/no_reset.yaml", "reset": "recipes/experiments/prorl/reset.yaml"},
+    ),
+]
+
+
+def run_status(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / "run.json").read_text())["status"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def train_command(recipe: str, out: Path, seed: int | None) -> list[str]:
+    cmd = ["rlvr", "train", recipe, "--out", str(out)]
+    if seed is not None:
+        cmd += ["--seed", str(seed)]
+    return cmd
+
+
+def run_one(cmd: list[str], out: Path, dry: bool, log: list[str]) -> bool:
+    """Train one run unless it is finished; resume it when it was started before."""
+    log.append(shlex.join(cmd))
+    status = run_status(out)
+    if status == "finished":
+        print(f"[skip] {out} (finished)", flush=True)
+        return True
+    if dry:
+        print(shlex.join(cmd))
+        return True
+    full = cmd + (["--resume"] if (out / "recipe.yaml").is_file() else [])
+    t0 = time.time()
+    print(f"[start] {shlex.join(full)}", flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f"{out.name}.log", "w") as f:
+        rc = subprocess.run(full, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
+    print(f"[{'done' if rc == 0 else f'FAILED rc={rc}'}] {out} in {time.time() - t0:.0f}s", flush=True)
+    return rc == 0
+
+
+def run_experiment(exp: Experiment, seeds: int, jobs: int, dry: bool) -> None:
+    commands: list[str] = []
+    for recipe, out in exp.prerequisites:
+        run_one(train_command(recipe, Path(out), None), Path(out), dry, commands)
+    runs = [
+        (train_command(recipe, RUNS / exp.name / f"{variant}-seed{s}", s), RUNS / exp.name / f"{variant}-seed{s}")
+        for s in range(exp.seeds or seeds)
+        for variant, recipe in exp.variants.items()
+    ]
+    logs: list[list[str]] = [[] for _ in runs]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(lambda i: run_one(runs[i][0], runs[i][1], dry, logs[i]), range(len(runs))))
+    commands += [c for log in logs for c in log]
+    out = RESULTS / exp.name
+    compare = ["rlvr", "compare", *[str(r) for _, r in runs], "--out", str(out), *exp.compare_args]
+    commands.append(shlex.join(compare))
+    if dry:
+        print(shlex.join(compare))
+        return
+    subprocess.run(compare, cwd=ROOT, check=False)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "commands.md").write_text(
+        f"# {exp.name}: the commands that produced this directory\n\n"
+        "Run from the repository root (`python results/reproduce.py --only "
+        f"{exp.name}` runs them all, skipping finished runs).\n\n```bash\n" + "\n".join(commands) + "\n```\n"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", help="experiment names (default: all)")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args()
+    names = {e.name for e in EXPERIMENTS} | {"r1"}
+    unknown = set(args.only or []) - names
+    if unknown:
+        sys.exit(f"unknown experiment(s) {sorted(unknown)}; choose from {sorted(names)}")
+    for exp in EXPERIMENTS:
+        if not args.only or exp.name in args.only:
+            print(f"== {exp.name}", flush=True)
+            run_experiment(exp, args.seeds, args.jobs, args.dry_run)
+    if not args.only or "r1" in args.only:
+        print("== r1", flush=True)
+        cmd = ["bash", "results/r1_pipeline.sh"]
+        print(shlex.join(cmd)) if args.dry_run else subprocess.run(cmd, cwd=ROOT, check=False)
+
+
+if __name__ == "__main__":
+    main()
