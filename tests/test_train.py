@@ -25,6 +25,7 @@ SMALL = [
     "eval.n=4", "eval.num_prompts=8", "eval.every=2", "checkpoint.every=2", "steps=2",
 ]
 RL_RECIPES = [n for n, _ in list_shipped() if load_recipe(n).algorithm == "rl"]
+SFT_RECIPES = [n for n, _ in list_shipped() if load_recipe(n).algorithm == "sft"]
 
 
 def metrics(run_dir) -> list[dict]:
@@ -61,6 +62,18 @@ def test_every_shipped_rl_recipe_trains(name, tiny_base, tmp_path, cli):
     assert (out / "checkpoints" / "step_2" / "model.safetensors").is_file()
     assert (out / "samples" / "step_2.jsonl").is_file()
     assert "pass@1" in res.stderr and str(out) in res.stderr  # the closing table
+
+
+@pytest.mark.parametrize("name", SFT_RECIPES)
+def test_every_shipped_sft_recipe_trains(name, tmp_path):
+    sets = ["model.name=builtin:tiny-init", "steps=2", "sft.batch_size=8", "eval.n=2", "eval.num_prompts=4"]
+    if load_recipe(name).sft.data:  # a recipe that reads an earlier stage's output: give it a file
+        data = tmp_path / "pairs.jsonl"
+        data.write_text("".join(json.dumps({"prompt": f"00{i}+00{i}=", "response": f"#{2 * i}"}) + "\n" for i in range(8)))
+        sets.append(f"sft.data={data}")
+    train_sft(load_recipe(name, sets), tmp_path / "run")
+    assert [r["step"] for r in RunDir(tmp_path / "run").read_metrics()] == [1, 2]
+    assert (tmp_path / "run" / "checkpoints" / "step_2" / "config.json").is_file()
 
 
 def test_same_seed_same_metrics_and_resume_equals_uninterrupted(tiny_base, tmp_path, monkeypatch):

@@ -29,20 +29,24 @@ def closing_table(run_dir: Path) -> Table | None:
         return None
     first, last = evals[0], evals[-1]
     kmax = max(first["pass_at_k"], key=int)
-    table = Table(title=f"{run_dir}: step {first['step']} -> step {last['step']}")
+    single = len(evals) == 1
+    title = f"{run_dir}: step {last['step']}" if single else f"{run_dir}: step {first['step']} -> step {last['step']}"
+    table = Table(title=title)
     table.add_column("metric")
-    table.add_column(f"step {first['step']}", justify="right")
+    if not single:
+        table.add_column(f"step {first['step']}", justify="right")
     table.add_column(f"step {last['step']}", justify="right")
-    table.add_column("change", justify="right")
+    if not single:
+        table.add_column("change", justify="right")
     rows = [("pass@1", "1", "pass_at_k"), (f"pass@{kmax}", kmax, "pass_at_k"), (f"maj@{kmax}", kmax, "maj_at_k")]
     for label, k, key in rows:
         a, b = first.get(key, {}).get(k), last.get(key, {}).get(k)
         if a is not None and b is not None:
-            table.add_row(label, f"{a:.3f}", f"{b:.3f}", f"{b - a:+.3f}")
+            table.add_row(*((label, f"{b:.3f}") if single else (label, f"{a:.3f}", f"{b:.3f}", f"{b - a:+.3f}")))
     for key in ("len_mean", "len_correct", "len_incorrect"):
         a, b = first.get(key), last.get(key)
         if a is not None and b is not None:
-            table.add_row(key, f"{a:.1f}", f"{b:.1f}", f"{b - a:+.1f}")
+            table.add_row(*((key, f"{b:.1f}") if single else (key, f"{a:.1f}", f"{b:.1f}", f"{b - a:+.1f}")))
     return table
 
 
