@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.rl import train_rl
@@ -28,15 +27,6 @@ SMALL = [
     "checkpoint.every=1",
     "steps=2",
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine two threads contend and a tiny model runs 50x slower."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

@@ -38,15 +38,6 @@ class StubScorer:
         return out
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine two threads contend and a tiny model runs 50x slower."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def tiny():
     tok = build_char_tokenizer()

@@ -174,7 +174,7 @@ def test_show_prints_a_complete_recipe_that_loads_back(tmp_path, cli):
     assert res.code == 0
     data = yaml.safe_load(res.stdout)
     assert data["loss"]["clip"]["eps_high"] == 0.28
-    assert data["optim"]["micro_batches"] == 1  # every default is written out
+    assert data["optim"]["max_skipped_in_row"] == 5  # every default is written out
     saved = tmp_path / "saved.yaml"
     saved.write_text(res.stdout)
     again = load_recipe(str(saved))

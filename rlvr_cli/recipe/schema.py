@@ -365,7 +365,7 @@ class OptimSpec(Strict):
     minibatches: int = Field(1, ge=1, le=4096)
     """Optimiser updates per pass: the batch is split into this many minibatches."""
     micro_batches: int = Field(1, ge=1, le=4096)
-    """Gradient-accumulation chunks per minibatch: saves memory, does not change the gradient."""
+    """Gradient-accumulation chunks per minibatch (length-sorted, so they also pad less): saves memory, does not change the gradient."""
     max_skipped_in_row: int = Field(5, ge=1)
     """A non-finite loss or gradient skips the update; this many in a row fail the run."""
 
@@ -470,10 +470,10 @@ class Recipe(Strict):
                 f"({self.rollout.max_new_tokens})"
             )
         batch = self.rollout.prompts_per_step * self.rollout.group_size
-        if self.algorithm == "rl" and self.optim.minibatches * self.optim.micro_batches > batch:
+        if self.algorithm == "rl" and self.optim.minibatches > batch:
             raise ValueError(
-                f"optim.minibatches * optim.micro_batches ({self.optim.minibatches * self.optim.micro_batches})"
-                f" exceeds the responses per step ({batch})"
+                f"optim.minibatches ({self.optim.minibatches}) exceeds the responses per step "
+                f"(rollout.prompts_per_step * rollout.group_size = {batch})"
             )
         return self
 
