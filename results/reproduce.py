@@ -52,6 +52,14 @@ EXPERIMENTS = [
         prerequisites=[("recipes/experiments/length/base.yaml", "runs/experiments/length/base")],
     ),
     Experiment(
+        "length_free",
+        {
+            "grpo": "recipes/experiments/length_free/grpo.yaml",
+            "dr_grpo": "recipes/experiments/length_free/dr_grpo.yaml",
+        },
+        prerequisites=[("recipes/experiments/length_free/base.yaml", "runs/experiments/length_free/base")],
+    ),
+    Experiment(
         "entropy",
         {
             "collapse": "recipes/experiments/entropy/collapse.yaml",
