@@ -30,7 +30,7 @@ def closing_table(run_dir: Path) -> Table | None:
     first, last = evals[0], evals[-1]
     kmax = max(first["pass_at_k"], key=int)
     single = len(evals) == 1
-    title = f"{run_dir}: step {last['step']}" if single else f"{run_dir}: step {first['step']} -> step {last['step']}"
+    title = f"evaluation at step {last['step']}" if single else f"base (step {first['step']}) -> step {last['step']}"
     table = Table(title=title)
     table.add_column("metric")
     if not single:
@@ -77,4 +77,4 @@ def train(
     table = closing_table(run_dir)
     if table is not None:
         console.print(table)
-    console.print(f"run directory: {run_dir}", highlight=False)
+    console.print(f"run directory: {run_dir}", highlight=False, soft_wrap=True)
