@@ -339,7 +339,7 @@ def _update(session: Session, reference, prompt_ids, response_ids, old_logp, ref
                         "lower optim.lr, tighten the clip or add KL"
                     )
             with warnings.catch_warnings():  # a skipped update still uses up its slot in the schedule
-                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
                 session.scheduler.step()
             losses.append(total)
             norms.append(gnorm)
