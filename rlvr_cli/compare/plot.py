@@ -74,6 +74,10 @@ def save_figure(fig: Figure, out_dir: Path, stem: str = "compare") -> list[Path]
     return [png, svg]
 
 
+LOG_FLOOR = 1e-6
+"""Log panels show values below this at the floor (round-off KL of a policy equal to its reference)."""
+
+
 # --- panels ----------------------------------------------------------------------------------------
 def _step_panel(ax, variants, colors, title, metrics, log, smooth, band) -> None:
     drawn = False
@@ -115,7 +119,9 @@ def _prepared(run: Run, key: str, log: bool, smooth: int) -> pd.Series | None:
         return None
     f = finite(s)
     if log:
-        f = np.log10(f[f > 0])
+        # values below LOG_FLOOR (KL ~1e-13 at step 1, when the policy is the reference) are drawn at
+        # the floor, so that the axis shows the orders of magnitude that matter
+        f = np.log10(f[f > 0].clip(lower=LOG_FLOOR))
     bad = run.nonfinite[key]
     diverged = pd.Series(np.inf, index=bad.index[bad.to_numpy()])
     return pd.concat([rolling_mean(f, smooth), diverged]).sort_index() if len(diverged) else rolling_mean(f, smooth)
