@@ -165,7 +165,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
-    names = {e.name for e in EXPERIMENTS} | {"r1"}
+    names = {e.name for e in EXPERIMENTS} | {"r1", "inference_compute"}
     unknown = set(args.only or []) - names
     if unknown:
         sys.exit(f"unknown experiment(s) {sorted(unknown)}; choose from {sorted(names)}")
@@ -173,6 +173,10 @@ def main() -> None:
         if not args.only or exp.name in args.only:
             print(f"== {exp.name}", flush=True)
             run_experiment(exp, args.seeds, args.jobs, args.dry_run)
+    if not args.only or "inference_compute" in args.only:
+        print("== inference_compute", flush=True)
+        cmd = [sys.executable, "results/inference_compute.py"]
+        print(shlex.join(cmd)) if args.dry_run else subprocess.run(cmd, cwd=ROOT, check=False)
     if not args.only or "r1" in args.only:
         print("== r1", flush=True)
         cmd = ["bash", "results/r1_pipeline.sh"]
