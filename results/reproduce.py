@@ -88,6 +88,7 @@ EXPERIMENTS = [
     Experiment(
         "variants",
         {name: f"recipes/{name}.yaml" for name in ("grpo", "dr_grpo", "dapo", "gspo", "grpo_kl_in_reward")},
+        compare_args=["--label-by", "name"],
     ),
     Experiment(
         "prorl",

@@ -76,3 +76,12 @@ def test_format_value_of_reward_terms():
     terms = [{"type": "task", "weight": 1.0}, {"type": "random", "p": 0.5, "weight": 1.0}]
     assert format_value(terms) == "[task*1, random(p=0.5)*1]"
     assert format_value(None) == "null" and format_value(True) == "true"
+
+
+def test_a_section_set_in_one_variant_and_null_in_another_is_named_as_a_whole(tmp_path):
+    plain, punished = recipe(), recipe()
+    plain["overlong"] = {"mask_truncated": False, "soft_punish": None}
+    punished["overlong"] = {"mask_truncated": False, "soft_punish": {"buffer": 16, "factor": 1.0}}
+    runs = _runs(tmp_path, {"plain": (plain, 0), "punished": (punished, 0)})
+    labels = sorted(v.label for v in group_variants(runs))
+    assert labels == ["soft_punish={buffer=16,factor=1}", "soft_punish=null"]

@@ -135,13 +135,29 @@ def format_value(v) -> str:
     return str(v)
 
 
+def _nested(recipe: dict, key: str):
+    """The value at a dotted key of the unflattened recipe (a whole section for a section's key)."""
+    cur = recipe
+    for part in key.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
 def _label(variants: list[Variant], label_by: str | None) -> None:
     axes = differing_axes(variants)
     if label_by:
         axes = resolve_label_keys(label_by, variants)
+    # A section that is null in one variant and set in another differs as a whole: name the section
+    # (`overlong.soft_punish={buffer=16,factor=1}` vs `=null`), not each of its fields as `unset`.
+    axes = [k for k in axes if not any(k.startswith(p + ".") for p in axes)]
     shown = short_names(axes)
     for v in variants:
         flat = flatten(v.runs[0].recipe)
+        for k in axes:
+            if k not in flat:
+                flat[k] = _nested(v.runs[0].recipe, k)
         v.axes = {k: flat.get(k) for k in axes}
         if label_by in ("name", "dir"):
             v.label = _run_family_name(v, by=label_by)
