@@ -84,4 +84,4 @@ def test_a_section_set_in_one_variant_and_null_in_another_is_named_as_a_whole(tm
     punished["overlong"] = {"mask_truncated": False, "soft_punish": {"buffer": 16, "factor": 1.0}}
     runs = _runs(tmp_path, {"plain": (plain, 0), "punished": (punished, 0)})
     labels = sorted(v.label for v in group_variants(runs))
-    assert labels == ["soft_punish={buffer=16,factor=1}", "soft_punish=null"]
+    assert labels == ["overlong.soft_punish=null", "overlong.soft_punish={buffer=16,factor=1}"]
