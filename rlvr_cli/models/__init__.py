@@ -10,7 +10,6 @@ A MODEL is one of:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +137,3 @@ def load_model(ref: str, device: str | torch.device = "cpu", dtype: str = "auto"
     model.to(dev)
     model.eval()
     return model, tok, resolved
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
