@@ -293,3 +293,11 @@ def test_sft_warm_start_is_deterministic(tmp_path):
     train_sft(r, tmp_path / "a")
     train_sft(r, tmp_path / "b")
     assert metrics(tmp_path / "a") == metrics(tmp_path / "b")
+
+
+def test_resume_of_a_run_with_a_corrupt_saved_recipe_is_a_user_error(tmp_path, cli):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "recipe.yaml").write_text("steps: [unclosed\n")
+    res = cli("train", "grpo", "--out", str(run), "--resume")
+    assert res.code == 2 and "cannot read the run's saved recipe" in res.stderr

@@ -127,7 +127,12 @@ def open_session(
     if (run.root / "recipe.yaml").is_file():
         if not resume:
             raise UserError(f"{run.root}: run directory already exists; pass --resume to continue it, or choose another --out")
-        saved = yaml.safe_load((run.root / "recipe.yaml").read_text(encoding="utf-8"))
+        try:
+            saved = yaml.safe_load((run.root / "recipe.yaml").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            raise UserError(f"{run.root}/recipe.yaml: cannot read the run's saved recipe ({e}); choose another --out") from None
+        if not isinstance(saved, dict):
+            raise UserError(f"{run.root}/recipe.yaml: not a recipe mapping; choose another --out")
         diffs = _diff(saved, recipe.model_dump(mode="json"))
         if diffs:
             raise UserError([f"{run.root}/recipe.yaml: --resume with a different recipe: {d}" for d in diffs])
