@@ -26,7 +26,7 @@ Framework conventions (checked against their source):
   at ``rollout_is_threshold`` (default 2.0); masking is a separate *rejection sampling* option
   ``rollout_rs`` (e.g. ``token_k1`` with lower/upper ratio bounds, ``seq_sum_k1``, ``seq_mean_k3``) that
   edits ``response_mask``, so a rejected token also leaves the denominator: unlike here and TRL.
-- rlvr's default cap is 2.0 (verl's, and the blog's C); TRL's is 3.0.
+- rlvr's default cap is 2.0 (verl's); TRL's is 3.0.
 
 Mismatch statistics (:func:`mismatch_stats`), over valid tokens, independent of the mode so runs with
 different modes compare: mean and max |d_t|, and the token ratio exp(d_t) at p1 / p50 / p99
