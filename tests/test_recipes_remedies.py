@@ -21,7 +21,8 @@ BROKEN = [
     ("advantage:\n  passk:\n    method: best_of\n    k: 2\n", "advantage.passk.method", "pkpo"),
     ("advantage:\n  passk:\n    k: 2\n", "advantage.passk.method", "required"),
     (
-        "advantage:\n  passk:\n    method: analytic\n    k: 2\nreward:\n  terms:\n    - type: task\n    - type: format\n",
+        "advantage:\n  passk:\n    method: analytic\n    k: 2\n"
+        "reward:\n  terms:\n    - type: task\n    - type: format\n",
         "(recipe)", "binary",
     ),
     (

@@ -16,8 +16,8 @@ the gradient of the kept tokens is not scaled up; q = 0.2 is a 5x smaller step, 
 Conventions: the quantile is ``torch.quantile`` (linear interpolation) and ties at tau are kept
 (>=), as TRL, so floor(1 + q * (N - 1)) of N distinct entropies survive (more with ties): about a
 fraction q; q = 1 keeps every token. TRL computes tau per forward micro-batch (gathered across
-ranks) from the current policy's entropies; which tokens form "the batch" here is the caller's choice (:func:`top_entropy_mask` sees only what
-it is passed).
+ranks) from the current policy's entropies; which tokens form "the batch" here is the caller's
+choice (:func:`top_entropy_mask` sees only what it is passed).
 
 **Clip-Cov and KL-Cov** (Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for
 Reasoning Language Models", arXiv 2505.22617, §5): the entropy change of a softmax policy is driven
