@@ -125,10 +125,15 @@ def test_remedy_arms_differ_from_the_collapse_config_in_one_axis_each():
     assert arms["passk_adv"].advantage.passk.method == "analytic"
 
 
-@pytest.mark.parametrize("mode", ["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"])
-def test_mismatch_arms_sample_in_bf16(mode):
-    r = load_recipe(f"experiments/mismatch/{mode}")
-    assert r.rollout.sample_autocast == "bfloat16" and r.rollout.is_correction.mode == mode
+MISMATCH = {"none": 2.0, "token_truncate": 2.0, "token_mask": 2.0, "sequence_truncate": 2.0, "sequence_mask": 2.0,
+            "token_truncate_tight": 1.02, "sequence_mask_tight": 1.05}
+
+
+@pytest.mark.parametrize("name", sorted(MISMATCH))
+def test_mismatch_arms_sample_in_bf16(name):
+    r = load_recipe(f"experiments/mismatch/{name}")
+    assert r.rollout.sample_autocast == "bfloat16" and r.rollout.is_correction.mode == name.removesuffix("_tight")
+    assert r.rollout.is_correction.cap == MISMATCH[name]
 
 
 def test_documented_example_loads(tmp_path):
