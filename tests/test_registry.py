@@ -14,6 +14,7 @@ PAIRS = [
     ("RATIOS", "RatioLevel"),
     ("KL_ESTIMATORS", "KLEstimator"),
     ("AGGREGATIONS", "Aggregation"),
+    ("IS_MODES", "ISMode"),
 ]
 
 

@@ -6,13 +6,20 @@ Each registry is keyed by exactly the names the recipe schema allows (``rlvr_cli
 
 from rlvr_cli.algo.advantages import BASELINES, SCALES, group_advantages
 from rlvr_cli.algo.aggregation import AGGREGATIONS, aggregate, aggregation_normalizer, aggregation_weights
+from rlvr_cli.algo.entropy_remedies import (
+    clip_cov_selection, detach_selected, kl_cov_penalty, kl_cov_selection, token_covariance, top_entropy_mask,
+)
+from rlvr_cli.algo.is_correction import IS_MODES, is_correction_weights, mismatch_stats
 from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.algo.passk import maj_at_k, majority_vote, mean_pass_at_k, pass_at_k
+from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
 from rlvr_cli.algo.policy_loss import RATIOS, clipped_surrogate
 
 __all__ = [
-    "AGGREGATIONS", "BASELINES", "KL_ESTIMATORS", "RATIOS", "SCALES", "aggregate", "aggregation_normalizer",
-    "aggregation_weights", "clipped_surrogate", "group_advantages", "kl_penalized_rewards", "maj_at_k",
-    "majority_vote", "mean_pass_at_k", "pass_at_k", "soft_overlong_penalty",
+    "AGGREGATIONS", "BASELINES", "IS_MODES", "KL_ESTIMATORS", "RATIOS", "SCALES", "aggregate",
+    "aggregation_normalizer", "aggregation_weights", "clip_cov_selection", "clipped_surrogate", "detach_selected",
+    "group_advantages", "is_correction_weights", "kl_cov_penalty", "kl_cov_selection", "kl_penalized_rewards",
+    "maj_at_k", "majority_vote", "mean_pass_at_k", "mismatch_stats", "pass_at_k", "passk_analytic_advantages",
+    "pkpo_rewards", "soft_overlong_penalty", "token_covariance", "top_entropy_mask",
 ]

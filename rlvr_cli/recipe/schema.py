@@ -24,6 +24,8 @@ KLPlacement = Literal["loss", "reward", "none"]
 KLEstimator = Literal["k1", "k2", "k3"]
 VerifierName = Literal["task", "integer", "math", "countdown", "code"]
 Schedule = Literal["constant", "linear", "cosine"]
+ISMode = Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
+PassKMethod = Literal["pkpo", "analytic"]
 
 
 class Strict(BaseModel):
@@ -156,6 +158,17 @@ TaskSpec = Annotated[Union[ArithmeticTask, CountdownTask, DatasetTask], Field(di
 
 
 # --- rollout -------------------------------------------------------------------------------------
+class ISCorrectionSpec(Strict):
+    """Truncated importance sampling against sampler/trainer mismatch (Yao et al. 2025; TRL's `vllm_importance_sampling_mode`, verl's `rollout_correction`): each token's policy loss is weighted by w = pi_trainer / pi_sampler, capped."""
+
+    mode: ISMode = "none"
+    """`token_*`: w_t = exp(logp_trainer_t - logp_sampler_t); `sequence_*`: one w = exp(sum_t ...) per response; `*_truncate`: w <- min(w, cap); `*_mask`: w <- 0 where w > cap (or < cap_low); `none`: w = 1 (the mismatch is still logged when the sampler's log-probs are kept)."""
+    cap: float = Field(2.0, gt=1, le=1000)
+    """C: the upper cap on w (verl's default 2.0; TRL's 3.0)."""
+    cap_low: float | None = Field(None, gt=0, lt=1)
+    """C_low: the lower cap (TRL's clip_min): truncate raises w to it, mask zeroes w below it (null = none)."""
+
+
 class RolloutSpec(Strict):
     group_size: int = Field(8, ge=2, le=1024)
     """G: responses sampled per prompt (the group that forms the baseline)."""
@@ -171,9 +184,21 @@ class RolloutSpec(Strict):
     """Top-k sampling (0 = off)."""
     old_logprobs: Literal["auto", "sampler", "recompute"] = "auto"
     """Source of the behaviour log-probs log pi_old: `auto` takes them from the sampling pass when its numerics match the trainer's (float32, no autocast) and recomputes them otherwise."""
+    sample_autocast: Literal["none", "bfloat16", "float16"] = "none"
+    """Sample under torch autocast to this dtype while the trainer keeps model.dtype: a real sampler/trainer mismatch (as vLLM bf16 vs an fp32 trainer), testable on CPU."""
+    is_correction: ISCorrectionSpec = Field(default_factory=ISCorrectionSpec)
 
 
 # --- the objective -------------------------------------------------------------------------------
+class PassKSpec(Strict):
+    """pass@k as the objective, for binary rewards: PKPO's reward transform or the analytic pass@k advantage (rlvr_cli/algo/passk_objectives.py)."""
+
+    method: PassKMethod
+    """`pkpo` (Walder & Karkhanis 2025): r_i <- 1 if correct else pass@(k-1) of the other G-1 samples, then the baseline and scale below; `analytic` (Chen et al. 2025): A_i = mean over the k-subsets holding o_i of (max reward - mean) / std, replacing baseline and scale."""
+    k: int = Field(..., ge=1)
+    """k of pass@k (1 <= k <= rollout.group_size; k = 1 is the ordinary objective)."""
+
+
 class AdvantageSpec(Strict):
     baseline: Baseline = "group_mean"
     """b_i: `group_mean` (GRPO) r_i - mean(r), `leave_one_out` (RLOO) r_i - mean_{j!=i} r_j, `none` r_i."""
@@ -181,6 +206,8 @@ class AdvantageSpec(Strict):
     """Divide by `group_std` (GRPO), `batch_std` (one std over the batch's rewards) or `none` (Dr. GRPO); std uses Bessel (n-1)."""
     eps: float = Field(1e-6, gt=0, le=1)
     """Added to the std before dividing."""
+    passk: PassKSpec | None = None
+    """Optimise pass@k instead of pass@1 (null = off); needs a binary reward (one verifier term of weight 1, no shaping)."""
 
 
 class ClipSpec(Strict):
@@ -198,6 +225,39 @@ class ClipSpec(Strict):
         return self
 
 
+class ClipCovSpec(Strict):
+    """Clip-Cov (Cui et al. 2025): detach the gradient of a random clip_ratio fraction of the tokens whose centred covariance (logp_t - mean)(A_t - mean) lies in [lb, ub]."""
+
+    type: Literal["clip_cov"]
+    """Covariance remedy kind."""
+    clip_ratio: float = Field(2e-4, gt=0, le=1)
+    """r: fraction of the minibatch's valid tokens detached (at least one token); 2e-4 as the paper's scripts."""
+    lb: float = 1.0
+    """omega_low: lower covariance bound of the candidates."""
+    ub: float = 5.0
+    """omega_high: upper covariance bound of the candidates."""
+
+    @model_validator(mode="after")
+    def _lb_le_ub(self):
+        if self.lb > self.ub:
+            raise ValueError(f"lb ({self.lb}) must be <= ub ({self.ub})")
+        return self
+
+
+class KLCovSpec(Strict):
+    """KL-Cov (Cui et al. 2025): add coef * |logp_t - logp_old_t| to the loss of the top kl_ratio fraction of tokens by centred covariance."""
+
+    type: Literal["kl_cov"]
+    """Covariance remedy kind."""
+    kl_ratio: float = Field(2e-3, gt=0, le=1)
+    """k: fraction of the minibatch's valid tokens penalised (at least one token); 2e-3 as the paper's 7B script."""
+    coef: float = Field(1.0, gt=0)
+    """beta: coefficient of the |log-ratio| penalty (the paper's scripts: 1; verl's config default: 0.1)."""
+
+
+CovPenalty = Annotated[Union[ClipCovSpec, KLCovSpec], Field(discriminator="type")]
+
+
 class LossSpec(Strict):
     ratio: RatioLevel = "token"
     """`token`: rho_t = exp(logp_t - logp_old_t) (PPO/GRPO); `sequence`: s_i = exp(mean_t(logp_t - logp_old_t)) (GSPO)."""
@@ -208,6 +268,10 @@ class LossSpec(Strict):
     """L of `seq_mean_token_sum_norm`; null resolves to rollout.max_new_tokens (never the padded batch length)."""
     entropy_coef: float = Field(0.0, ge=0)
     """Entropy bonus: the loss gets - entropy_coef * H, aggregated like the policy loss."""
+    top_entropy_quantile: float | None = Field(None, gt=0, le=1)
+    """q of the top-entropy mask (Wang et al. 2025, 0.2 in the paper): only tokens with H_t >= the (1-q) quantile of the minibatch's entropies carry policy gradient; the normaliser still counts every token (null = off)."""
+    cov_penalty: CovPenalty | None = None
+    """Covariance-based remedy for entropy collapse, Clip-Cov or KL-Cov (null = off)."""
 
 
 class KLSpec(Strict):
@@ -424,6 +488,14 @@ class CheckpointSpec(Strict):
 
 
 # --- the recipe ----------------------------------------------------------------------------------
+NOT_YET_WIRED = (
+    "loss.top_entropy_quantile", "loss.cov_penalty", "advantage.passk", "rollout.sample_autocast",
+    "rollout.is_correction",
+)
+"""Fields that validate (their math is in rlvr_cli/algo/) but the training loop does not apply yet;
+`Recipe.notes()` says so whenever one is set. Wiring one into the loop removes it from here."""
+
+
 class Recipe(Strict):
     """A fully resolved recipe: what `rlvr recipes show` prints and every run saves."""
 
@@ -469,6 +541,13 @@ class Recipe(Strict):
                 f"overlong.soft_punish.buffer ({sp.buffer}) must be < rollout.max_new_tokens "
                 f"({self.rollout.max_new_tokens})"
             )
+        self._check_passk()
+        if self.rollout.is_correction.mode != "none" and self.rollout.old_logprobs == "sampler":
+            raise ValueError(
+                "rollout.is_correction needs the trainer's recomputed log-probs beside the sampler's: "
+                "set rollout.old_logprobs to auto or recompute (with `sampler`, PPO's ratio already "
+                "compares against the sampler)"
+            )
         batch = self.rollout.prompts_per_step * self.rollout.group_size
         if self.algorithm == "rl" and self.optim.minibatches > batch:
             raise ValueError(
@@ -476,6 +555,27 @@ class Recipe(Strict):
                 f"(rollout.prompts_per_step * rollout.group_size = {batch})"
             )
         return self
+
+    def _check_passk(self):
+        pk = self.advantage.passk
+        if pk is None:
+            return
+        if pk.k > self.rollout.group_size:
+            raise ValueError(
+                f"advantage.passk.k ({pk.k}) exceeds rollout.group_size ({self.rollout.group_size}): "
+                "pass@k needs at least k samples per prompt"
+            )
+        terms = self.reward.terms
+        binary = len(terms) == 1 and isinstance(terms[0], VerifierTerm) and terms[0].weight == 1.0
+        if not binary:
+            raise ValueError(
+                "advantage.passk needs a binary reward: reward.terms must be one verifier term of weight 1"
+            )
+        if self.overlong.soft_punish is not None or self.kl.placement == "reward":
+            raise ValueError(
+                "advantage.passk needs a binary reward: it cannot be combined with overlong.soft_punish "
+                "or kl.placement = reward, which make the reward continuous"
+            )
 
     def notes(self) -> list[str]:
         """Remarks about choices that are valid but easy to misread (printed, not errors)."""
@@ -486,6 +586,51 @@ class Recipe(Strict):
             out.append(
                 "optim.mu = 1 with one minibatch: every update is on-policy, the ratio is 1 and "
                 "clipping never acts (clip fractions will be 0)."
+            )
+        active = {
+            "loss.top_entropy_quantile": self.loss.top_entropy_quantile is not None,
+            "loss.cov_penalty": self.loss.cov_penalty is not None,
+            "advantage.passk": self.advantage.passk is not None,
+            "rollout.sample_autocast": self.rollout.sample_autocast != "none",
+            "rollout.is_correction": self.rollout.is_correction.mode != "none",
+        }
+        for name in NOT_YET_WIRED:
+            if active[name]:
+                out.append(f"{name} validates but the training loop does not apply it yet: this run trains without it.")
+        on_policy = self.optim.mu == 1 and self.optim.minibatches == 1
+        cov = self.loss.cov_penalty
+        if cov is not None and cov.type == "kl_cov" and on_policy:
+            out.append(
+                "loss.cov_penalty kl_cov with optim.mu = 1 and one minibatch: logp = logp_old, so the "
+                "|log-ratio| penalty and its gradient are 0 (KL-Cov is inert; Clip-Cov is not)."
+            )
+        if cov is not None:
+            ratio = cov.clip_ratio if cov.type == "clip_cov" else cov.kl_ratio
+            most = self.rollout.prompts_per_step * self.rollout.group_size * self.rollout.max_new_tokens
+            most = most // self.optim.minibatches
+            if ratio * most < 1:
+                out.append(
+                    f"loss.cov_penalty {cov.type}: {ratio:g} of at most {most} tokens per minibatch is under "
+                    "one token, so exactly one token per minibatch is selected."
+                )
+        ic = self.rollout.is_correction
+        same_numerics = self.rollout.sample_autocast == "none" and self.model.dtype in ("auto", "float32")
+        if ic.mode != "none" and same_numerics:
+            out.append(
+                "rollout.is_correction with rollout.sample_autocast none and float32 weights: the sampler "
+                "and the trainer compute the same log-probs on CPU, so the weights are 1 and the correction "
+                "is inert (on CUDA, dtype auto samples and trains under the same bf16 autocast)."
+            )
+        if self.rollout.sample_autocast != "none" and ic.mode == "none" and self.rollout.old_logprobs != "sampler":
+            out.append(
+                "rollout.sample_autocast with is_correction none: the behaviour log-probs are recomputed "
+                "by the trainer, so the sampler's mismatch is measured but not corrected."
+            )
+        if self.advantage.passk is not None and self.advantage.passk.method == "analytic" and (
+            self.advantage.baseline != "group_mean" or self.advantage.scale != "group_std"
+        ):
+            out.append(
+                "advantage.passk analytic replaces advantage.baseline and advantage.scale: both are ignored."
             )
         if self.kl.placement == "none" and self.kl.ref_reset_every:
             out.append("kl.ref_reset_every has no effect on the objective when kl.placement is none.")
