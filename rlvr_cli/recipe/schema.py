@@ -432,7 +432,7 @@ class Recipe(Strict):
     description: str = ""
     """One line saying what the recipe is for (shown by `rlvr recipes list`)."""
     algorithm: Literal["rl", "sft"] = "rl"
-    """`rl`: the GRPO-family policy-gradient loop; `sft`: supervised fine-tuning (warm start, R1 stages)."""
+    """`rl`: the GRPO-family policy-gradient loop, every forward pass with the model's dropout off (so the on-policy ratio is exactly 1); `sft`: supervised fine-tuning (warm start, R1 stages), with the model's dropout as its config sets it."""
     seed: int = 0
     """Seeds prompts, sampling and minibatch order per step: same seed, same machine, same metrics."""
     steps: int = Field(100, ge=1)

@@ -94,6 +94,7 @@ def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
     o = recipe.optim
     session, trainer_state = open_session(recipe, out, resume, updates_per_step=o.mu * o.minibatches)
     run, model = session.run, session.model
+    model.eval()  # dropout off in every RL forward (sampling, old and reference log-probs, the update); grads still flow
     task = build_task(recipe.task)
     scorer = Scorer(recipe.reward, task, seed=recipe.seed)
     reference = None
