@@ -251,6 +251,7 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
             "lr": upd["lr"],
             "updates": upd["updates"],
             "updates_skipped": upd["skipped"],
+            "updates_empty": upd["empty"],
             "outcomes": outcome_counts,
             "gen_tokens": rs.gen_tokens,
             "time_sample_s": round(rs.time_sample_s, 4),
@@ -273,7 +274,7 @@ def _update(session: Session, reference, prompt_ids, response_ids, old_logp, ref
     stats = {
         "entropy": None, "clip_low_frac": 0.0, "clip_high_frac": 0.0, "dual_clip_frac": 0.0,
         "ratio_max": None, "ratio_min": None, "loss": None, "grad_norm": None,
-        "lr": session.scheduler.get_last_lr()[0], "updates": 0, "skipped": 0,
+        "lr": session.scheduler.get_last_lr()[0], "updates": 0, "skipped": 0, "empty": 0,
     }
     if n == 0:
         return stats
@@ -292,6 +293,7 @@ def _update(session: Session, reference, prompt_ids, response_ids, old_logp, ref
             if len(mb_idx) == 0:
                 continue
             z = aggregation_normalizer(loss_mask[mb_idx.to(dev)], lo.aggregation)
+            empty = not bool(loss_mask[mb_idx.to(dev)].any())
             session.optimizer.zero_grad(set_to_none=True)
             total = 0.0
             lengths = [len(prompt_ids[i]) + len(response_ids[i]) for i in range(n)]
@@ -300,7 +302,7 @@ def _update(session: Session, reference, prompt_ids, response_ids, old_logp, ref
                 w = mb.response_width
                 didx = idx.to(dev)
                 m_loss, m_all = loss_mask[didx, :w], mask[didx, :w]
-                with session.amp():
+                with session.amp(), torch.set_grad_enabled(not empty):
                     logp, ent = response_logprobs(model, mb, r.rollout.temperature, with_entropy=True)
                 log_ratio = RATIOS[lo.ratio](logp, old_logp[didx, :w], m_loss)
                 sur = clipped_surrogate(log_ratio, adv[didx].unsqueeze(1), lo.clip.eps_low, lo.clip.eps_high, lo.clip.dual_clip)
@@ -310,7 +312,8 @@ def _update(session: Session, reference, prompt_ids, response_ids, old_logp, ref
                 if lo.entropy_coef:
                     tok_loss = tok_loss - lo.entropy_coef * ent
                 loss = aggregate(tok_loss, m_loss, lo.aggregation, lo.length_constant, normalizer=z)
-                loss.backward()
+                if not empty:
+                    loss.backward()
                 total += float(loss.detach())
                 # statistics over the tokens that count in the loss
                 counted += float(m_loss.sum())
@@ -324,8 +327,14 @@ def _update(session: Session, reference, prompt_ids, response_ids, old_logp, ref
                 if pass_ == 0:  # entropy of the policy that sampled, over every response token
                     ent_sum += float((ent.detach() * m_all).sum())
                     ent_count += float(m_all.sum())
-            gnorm = grad_norm_and_clip(model.parameters(), o.grad_clip)
             stats["updates"] += 1
+            if empty:  # no loss token (e.g. all truncated and masked): a step would move the weights by momentum alone
+                stats["empty"] += 1
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+                    session.scheduler.step()
+                continue
+            gnorm = grad_norm_and_clip(model.parameters(), o.grad_clip)
             if math.isfinite(total) and math.isfinite(gnorm):
                 session.optimizer.step()
                 skips = 0
