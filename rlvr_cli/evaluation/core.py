@@ -75,7 +75,7 @@ def evaluate_policy(
     max_new_tokens: int = 64,
     seed: int = 1234,
     pass_at_k: list[int] | None = None,
-    maj_at_k_values: list[int] | None = None,
+    maj_at_k: list[int] | None = None,
     autocast_dtype=None,
     batch_size: int = DEFAULT_BATCH,
     greedy: bool = False,
@@ -93,7 +93,7 @@ def evaluate_policy(
     """
     problems = task.eval_problems()[:num_prompts]
     ks = [k for k in (pass_at_k or [1]) if k <= n]
-    maj_ks = [k for k in (maj_at_k_values or ks) if k <= n]
+    maj_ks = [k for k in (maj_at_k or ks) if k <= n]
     dec = Decoding(
         temperature=temperature,
         top_p=top_p,

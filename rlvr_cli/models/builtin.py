@@ -92,7 +92,7 @@ def builtin_model_dir(ref: str) -> Path:
 def _build_warm_start(name: str, recipe, target: Path) -> None:
     import time
 
-    from rlvr_cli.cli.common import console
+    from rlvr_cli.console import console
     from rlvr_cli.train.sft import train_sft
 
     console.print(

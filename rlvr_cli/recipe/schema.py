@@ -60,7 +60,7 @@ class ArithmeticStyles(Strict):
         return self
 
 
-class ArithmeticTask(Strict):
+class ArithmeticTaskSpec(Strict):
     """Zero-padded multi-digit addition (`347+285=`); the answer follows the marker `#`."""
 
     name: Literal["arithmetic"] = "arithmetic"
@@ -88,7 +88,7 @@ class ArithmeticTask(Strict):
     """Where the filler sits: at the start (decided before the work) or after the work, just before the answer (so a model can learn to ramble when its own work went wrong)."""
 
 
-class CountdownTask(Strict):
+class CountdownTaskSpec(Strict):
     """Reach a target from given numbers with + - * /, each number used at most once (`3,5,7>22:`)."""
 
     name: Literal["countdown"] = "countdown"
@@ -109,7 +109,7 @@ class CountdownTask(Strict):
     """Probability that a supervised trace carries a deliberate mistake (its equation misses the target)."""
 
 
-class DatasetTask(Strict):
+class DatasetTaskSpec(Strict):
     """Any JSONL / Parquet / CSV file or Hugging Face dataset with a question and a final answer."""
 
     name: Literal["dataset"] = "dataset"
@@ -152,7 +152,7 @@ class DatasetTask(Strict):
         return self
 
 
-TaskSpec = Annotated[Union[ArithmeticTask, CountdownTask, DatasetTask], Field(discriminator="name")]
+TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec], Field(discriminator="name")]
 
 
 # --- rollout -------------------------------------------------------------------------------------
@@ -444,7 +444,7 @@ class Recipe(Strict):
     output_dir: str = "runs"
     """Parent directory of run directories."""
     model: ModelSpec = Field(default_factory=ModelSpec)
-    task: TaskSpec = Field(default_factory=ArithmeticTask)
+    task: TaskSpec = Field(default_factory=ArithmeticTaskSpec)
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     advantage: AdvantageSpec = Field(default_factory=AdvantageSpec)
     loss: LossSpec = Field(default_factory=LossSpec)

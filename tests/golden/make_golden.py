@@ -60,12 +60,17 @@ ADDED_SINCE_RECORDING = {"updates_empty"}
 
 
 def comparable(recorded: dict, got: dict) -> tuple[dict, dict]:
-    """The recording and a new run in the same names: metrics added since the recording are left out."""
+    """The recording and a new run in the same names: the recording's old metric names are read as
+    `rlvr compare` reads old runs (rlvr_cli.metrics.RENAMED), metrics added since it are left out."""
+    from rlvr_cli.metrics import upgrade_row
+
+    old = [upgrade_row(row) for row in recorded["metrics"]]
+
     def trim(row: dict, like: dict) -> dict:
         return {k: v for k, v in row.items() if k in like or k not in ADDED_SINCE_RECORDING}
 
-    rows = [trim(g, w) for g, w in zip(got["metrics"], recorded["metrics"])] + got["metrics"][len(recorded["metrics"]):]
-    return recorded, {**got, "metrics": rows}
+    rows = [trim(g, w) for g, w in zip(got["metrics"], old)] + got["metrics"][len(old):]
+    return {**recorded, "metrics": old}, {**got, "metrics": rows}
 
 
 def run_golden(name: str, workdir: Path) -> dict:
