@@ -79,6 +79,9 @@ def run_golden(name: str, workdir: Path) -> dict:
     from rlvr_cli.recipe.load import load_recipe
     from rlvr_cli.train.rl import train_rl
     from rlvr_cli.train.sft import train_sft
+    from rlvr_cli.warm_start import ensure_built
+
+    ensure_built("builtin:tiny")
 
     base, sets = GOLDEN[name]
     model = [] if base.startswith("base_sft") else [f"model.name={resolve_model_ref('builtin:tiny').path}"]
