@@ -1,6 +1,6 @@
 """Synthetic run directories with known properties for the `rlvr compare` tests, and tests of reading them.
 
-`write_run` writes recipe.yaml / run.json / metrics.jsonl / eval/step_N.json (DESIGN.md §3) from
+`write_run` writes recipe.yaml / run.json / metrics.jsonl / eval/step_N.json (docs/design.md §3) from
 arrays; `healthy_metrics` gives a run that learns without any failure mode, which the other tests
 bend into one failure at a known step.
 """

@@ -1,4 +1,4 @@
-"""Read run directories (DESIGN.md §3) robustly: recipe.yaml, run.json, metrics.jsonl, eval/step_N.json.
+"""Read run directories (docs/design.md §3) robustly: recipe.yaml, run.json, metrics.jsonl, eval/step_N.json.
 
 A run is readable when it has a parseable ``recipe.yaml`` (the recipe is what says which variant a run
 is) and at least one complete metrics line. Everything else degrades to a warning kept with the run:

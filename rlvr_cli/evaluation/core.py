@@ -4,7 +4,7 @@ n samples per prompt at a fixed sampling seed, so every checkpoint of every run 
 same prompts with the same random stream; training calls this same function on its eval cadence, so
 a run's own ``eval/step_N.json`` and a later ``rlvr eval`` of that checkpoint agree.
 
-The record (DESIGN.md §3; every key is always present, ``None`` where it does not apply):
+The record (docs/design.md §4; every key is always present, ``None`` where it does not apply):
 
 - settings: ``n``, ``num_prompts``, ``temperature``, ``top_p``, ``max_new_tokens`` (the thinking
   budget when ``budget`` is set), ``seed``, ``greedy``, ``budget``, ``min_think``, ``answer_tokens``

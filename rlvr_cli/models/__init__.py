@@ -1,4 +1,4 @@
-"""Model references and loading (docs/design.md, "Models").
+"""Model references and loading (docs/design.md §6).
 
 A MODEL is one of:
 - ``builtin:tiny`` / ``builtin:tiny-countdown``: the tiny GPT-2 warm-started on a built-in task by its

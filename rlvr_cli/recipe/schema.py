@@ -1,4 +1,4 @@
-"""The recipe schema: one field per choice in the math (DESIGN.md §2).
+"""The recipe schema: one field per choice in the math (docs/design.md §2).
 
 Every model forbids unknown keys (a typo is an error, not a silent default) and carries its domain
 in its constraints. Each field's docstring names the symbol it sets, so ``rlvr recipes show`` and the

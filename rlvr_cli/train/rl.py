@@ -20,7 +20,7 @@ One step (:func:`_train_step`):
 
 Every forward pass runs with dropout off (the model stays in eval mode; gradients still flow), so
 the sampler's, the recompute's and the update's log-probs of the same tokens agree and the on-policy
-ratio is 1. Departures from the papers are recipe switches, not code paths: see docs/design.md.
+ratio is 1. Departures from the papers are recipe switches, not code paths: see docs/design.md §2.
 """
 
 from __future__ import annotations
