@@ -109,6 +109,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    from rlvr_cli.warm_start import ensure_built
+
+    ensure_built(args.model)
     s = bench_sampling(args.model, args.prompts, args.group, args.max_new_tokens, args.repeats)
     print(f"sampling {args.prompts}x{args.group} prompts, {args.max_new_tokens} new tokens, {args.threads} thread(s):")
     for name in ("rlvr", "transformers"):

@@ -1,4 +1,4 @@
-"""Errors that the CLI turns into exit codes (DESIGN.md §1: 2 = bad input, 1 = internal failure)."""
+"""Errors that the CLI turns into exit codes (docs/design.md §1: 2 = bad input, 1 = internal failure)."""
 
 from __future__ import annotations
 

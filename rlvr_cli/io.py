@@ -35,3 +35,16 @@ def atomic_write_json(path: str | Path, obj) -> None:
 
 def atomic_write_jsonl(path: str | Path, rows) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def rewrite_between_markers(path: str | Path, start: str, end: str, body: str) -> bool:
+    """Replace the text between the ``start`` and ``end`` marker lines of a file (a generated README
+    table) with ``body``; True when the file changed."""
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    new = f"{head}{start}\n{body}{end}{tail}"
+    if new != text:
+        atomic_write_text(p, new)
+    return new != text

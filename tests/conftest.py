@@ -66,5 +66,7 @@ def cli(capsys):
 def tiny_base(rlvr_cache):
     """Directory of builtin:tiny, warm-started once per test session (about a minute on 2 cores)."""
     from rlvr_cli.models import resolve_model_ref
+    from rlvr_cli.warm_start import ensure_built
 
+    ensure_built("builtin:tiny")
     return resolve_model_ref("builtin:tiny").path

@@ -55,7 +55,7 @@ def test_kl_explosion_fires_where_the_run_up_begins(tmp_path):
 
 
 def test_kl_explosion_on_the_findings_trajectory(tmp_path):
-    """FINDINGS.md: per-token KL 1e-5 -> 0.14 (step 5) -> 0.63 (step 13) -> ~2 (step 17)."""
+    """docs/design.md §8: per-token KL 1e-5 -> 0.14 (step 5) -> 0.63 (step 13) -> ~2 (step 17)."""
     m = healthy_metrics(STEPS)
     kl = np.interp(T, [1, 2, 5, 13, 17, 60], [0.0, 1e-5, 0.14, 0.63, 2.0, 2.5])
     m["kl_mean"], m["kl_max"] = kl, np.array([None] * STEPS, dtype=object)  # only the mean logged

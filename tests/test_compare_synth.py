@@ -1,6 +1,6 @@
 """Synthetic run directories with known properties for the `rlvr compare` tests, and tests of reading them.
 
-`write_run` writes recipe.yaml / run.json / metrics.jsonl / eval/step_N.json (DESIGN.md §3) from
+`write_run` writes recipe.yaml / run.json / metrics.jsonl / eval/step_N.json (docs/design.md §3) from
 arrays; `healthy_metrics` gives a run that learns without any failure mode, which the other tests
 bend into one failure at a known step.
 """
@@ -29,7 +29,7 @@ RL_KEYS = (
     "clip_high_frac",
     "ratio_max",
     "zero_std_frac",
-    "filtered_frac",
+    "groups_dropped_frac",
     "grad_norm",
     "lr",
     "step_time_s",
@@ -106,7 +106,7 @@ def healthy_metrics(steps: int = 60, seed: int = 0) -> dict[str, np.ndarray]:
         "clip_high_frac": rng.uniform(0, 0.01, steps),
         "ratio_max": 1.2 + rng.uniform(0, 0.3, steps),
         "zero_std_frac": rng.uniform(0.1, 0.3, steps),
-        "filtered_frac": np.zeros(steps),
+        "groups_dropped_frac": np.zeros(steps),
         "grad_norm": rng.uniform(0.2, 0.5, steps),
         "lr": np.full(steps, 1e-4),
         "step_time_s": np.full(steps, 0.8),

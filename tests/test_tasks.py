@@ -9,9 +9,9 @@ import pytest
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.models.tokenizer import build_char_tokenizer
-from rlvr_cli.recipe.schema import ArithmeticTask as ArithmeticSpec
-from rlvr_cli.recipe.schema import CountdownTask as CountdownSpec
-from rlvr_cli.recipe.schema import DatasetTask as DatasetSpec
+from rlvr_cli.recipe.schema import ArithmeticTaskSpec as ArithmeticSpec
+from rlvr_cli.recipe.schema import CountdownTaskSpec as CountdownSpec
+from rlvr_cli.recipe.schema import DatasetTaskSpec as DatasetSpec
 from rlvr_cli.tasks import build_task
 from rlvr_cli.tasks.arithmetic import ArithmeticTask, column_totals
 from rlvr_cli.tasks.countdown import CountdownTask, solutions

@@ -53,7 +53,7 @@ def test_every_shipped_rl_recipe_trains(name, tiny_base, tmp_path, cli):
     rows = RunDir(out).read_metrics()
     assert [r["step"] for r in rows] == [1, 2]
     required = ("step reward_mean accuracy kl_mean kl_max entropy len_mean len_correct len_incorrect truncated_frac "
-                "clip_low_frac clip_high_frac ratio_max zero_std_frac filtered_frac grad_norm lr step_time_s gen_tokens").split()
+                "clip_low_frac clip_high_frac ratio_max zero_std_frac groups_dropped_frac grad_norm lr step_time_s gen_tokens").split()
     for r in rows:
         assert set(required) <= set(r), set(required) - set(r)
         assert 0 <= r["accuracy"] <= 1 and r["gen_tokens"] > 0
@@ -133,10 +133,10 @@ def test_resume_refuses_a_different_recipe(tiny_base, tmp_path):
 
 def _first_gradient(tiny_base, tmp_path, monkeypatch, name, *sets) -> dict[str, torch.Tensor]:
     """The accumulated gradient of the first optimiser update of a one-step run."""
-    import rlvr_cli.train.rl as rl
+    import rlvr_cli.train.loop as loop
 
     grads: list[dict] = []
-    real = rl.grad_norm_and_clip
+    real = loop.grad_norm_and_clip
 
     def capture(params, max_norm):
         params = list(params)
@@ -144,7 +144,7 @@ def _first_gradient(tiny_base, tmp_path, monkeypatch, name, *sets) -> dict[str, 
             grads.append({i: p.grad.detach().clone() for i, p in enumerate(params) if p.grad is not None})
         return real(params, max_norm)
 
-    monkeypatch.setattr(rl, "grad_norm_and_clip", capture)
+    monkeypatch.setattr(loop, "grad_norm_and_clip", capture)
     r = recipe("grpo", tiny_base, "steps=1", "eval.at_start=false", "eval.every=0", *sets)
     train_rl(r, tmp_path / name)
     return grads[0]
@@ -184,7 +184,7 @@ def test_dynamic_sampling_refills_and_reports(tiny_base, tmp_path):
     for row in metrics(tmp_path / "r"):
         assert row["ds_prompts"] == 8 * row["ds_rounds"]
         assert row["batch_groups"] <= 8
-        dropped = round(row["filtered_frac"] * row["ds_prompts"])
+        dropped = round(row["groups_dropped_frac"] * row["ds_prompts"])
         # either the batch was filled, or every round was used
         assert row["batch_groups"] == 8 or row["ds_rounds"] == 3
         assert row["ds_prompts"] - dropped >= row["batch_groups"]
@@ -197,8 +197,8 @@ def test_dynamic_sampling_carries_on_with_an_empty_batch(tmp_path):
                              "eval.at_start=false", "rollout.max_new_tokens=20"])
     train_rl(r, tmp_path / "r")
     for row in metrics(tmp_path / "r"):
-        assert (row["ds_rounds"], row["batch_groups"], row["filtered_frac"]) == (2, 0, 1.0)
-        assert row["updates"] == 0 and row["accuracy"] == 0.0
+        assert (row["ds_rounds"], row["batch_groups"], row["groups_dropped_frac"]) == (2, 0, 1.0)
+        assert row["updates"] == row["updates_empty"] == 2 and row["accuracy"] == 0.0  # slots pass, no step
 
 
 def test_non_finite_updates_are_skipped_then_fail_the_run(tiny_base, tmp_path, monkeypatch, cli):

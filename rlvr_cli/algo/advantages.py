@@ -1,15 +1,17 @@
 """Group-relative advantages: the baseline and the scale, two independent axes.
 
-GRPO (Shao et al. 2024, DeepSeekMath, eq. 3 / outcome supervision) replaces PPO's critic by the group's
-statistics: for a prompt q with G sampled responses and rewards r_1..r_G,
+GRPO (Shao et al. 2024, DeepSeekMath, arXiv:2402.03300, §4.1.2 outcome supervision, used in eq. 3)
+replaces PPO's critic by the group's statistics: for a prompt q with G sampled responses and rewards
+r_1..r_G,
 
     A_i = (r_i - mean(r)) / (std(r) + eps)            every token of o_i gets A_i
 
-Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training") drops the division by std, which
-weights easy and hard prompts (low spread) more than medium ones: ``A_i = r_i - mean(r)``.
-RLOO (Ahmadian et al. 2024) uses the leave-one-out mean: ``A_i = r_i - mean_{j != i} r_j``, which equals
-``G/(G-1) * (r_i - mean(r))``. LitePPO-style ``batch_std`` divides by one std over all rewards of the
-batch instead of each group's.
+Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training", arXiv:2503.20783, §3.1 and Fig. 1)
+drops the division by std, which weights easy and hard prompts (low spread) more than medium ones:
+``A_i = r_i - mean(r)``. RLOO (Ahmadian et al. 2024, "Back to Basics", arXiv:2402.14740, the RLOO
+estimator of §3) uses the leave-one-out mean: ``A_i = r_i - mean_{j != i} r_j``, which equals
+``G/(G-1) * (r_i - mean(r))``. LitePPO-style ``batch_std`` (Liu et al. 2025, "Tricks or Traps?",
+arXiv:2508.08221, §4.1) divides by one std over all rewards of the batch instead of each group's.
 
 Conventions (they differ between frameworks): the std is Bessel-corrected (n - 1 in the denominator,
 as ``torch.std``); eps is added to the std, not to the variance. A group whose rewards have zero spread
@@ -31,17 +33,24 @@ ZERO_SPREAD_ATOL = 1e-6
 
 
 def zero_spread_groups(rewards: torch.Tensor, atol: float = ZERO_SPREAD_ATOL) -> torch.Tensor:
-    """Boolean (P,) mask of groups whose rewards (P, G) are all equal up to ``atol``."""
+    """Boolean (P,) mask of groups whose rewards (P, G) are all equal up to ``atol``.
+
+    rlvr's convention, not a paper's: such a group gets A = 0 exactly (docs/design.md §5); it is also
+    the "zero-gradient" group DAPO's dynamic sampling drops (arXiv:2503.14476 §3.2).
+    """
     return (rewards.max(dim=1).values - rewards.min(dim=1).values) <= atol
 
 
 def baseline_group_mean(rewards: torch.Tensor) -> torch.Tensor:
-    """GRPO baseline: b_i = mean_j r_j over the group. Shapes (P, G) -> (P, G)."""
+    """GRPO baseline: b_i = mean_j r_j over the group (arXiv:2402.03300 §4.1.2). Shapes (P, G) -> (P, G)."""
     return rewards.mean(dim=1, keepdim=True).expand_as(rewards)
 
 
 def baseline_leave_one_out(rewards: torch.Tensor) -> torch.Tensor:
-    """RLOO baseline: b_i = (sum_j r_j - r_i) / (G - 1). Shapes (P, G) -> (P, G); needs G >= 2."""
+    """RLOO baseline (arXiv:2402.14740 §3): b_i = (sum_j r_j - r_i) / (G - 1).
+
+    Shapes (P, G) -> (P, G); needs G >= 2.
+    """
     g = rewards.shape[1]
     if g < 2:
         raise ValueError("leave-one-out needs a group of at least 2")
@@ -49,7 +58,7 @@ def baseline_leave_one_out(rewards: torch.Tensor) -> torch.Tensor:
 
 
 def baseline_none(rewards: torch.Tensor) -> torch.Tensor:
-    """No baseline: b_i = 0 (plain REINFORCE on the raw reward)."""
+    """No baseline: b_i = 0 (plain REINFORCE on the raw reward; Williams 1992, no arXiv id)."""
     return torch.zeros_like(rewards)
 
 
@@ -61,19 +70,22 @@ BASELINES = {
 
 
 def scale_group_std(rewards: torch.Tensor) -> torch.Tensor:
-    """GRPO scale: std_j r_j within each group, Bessel-corrected. (P, G) -> (P, 1)."""
+    """GRPO scale (arXiv:2402.03300 §4.1.2): std_j r_j within each group, Bessel-corrected. (P, G) -> (P, 1)."""
     return rewards.std(dim=1, unbiased=True, keepdim=True)
 
 
 def scale_batch_std(rewards: torch.Tensor) -> torch.Tensor:
-    """One Bessel std over every reward in the batch (LitePPO's batch-level scale). (P, G) -> (1, 1)."""
+    """One Bessel std over every reward in the batch (LitePPO's batch-level scale, arXiv:2508.08221 §4.1).
+
+    Shapes (P, G) -> (1, 1).
+    """
     if rewards.numel() < 2:
         return torch.zeros(1, 1, dtype=rewards.dtype, device=rewards.device)
     return rewards.flatten().std(unbiased=True).reshape(1, 1)
 
 
 def scale_none(rewards: torch.Tensor) -> None:
-    """Dr. GRPO: no division."""
+    """Dr. GRPO (arXiv:2503.20783 §3.1): no division."""
     return None
 
 
@@ -88,6 +100,9 @@ def group_advantages(
     zero_spread_atol: float = ZERO_SPREAD_ATOL,
 ) -> torch.Tensor:
     """A_i = (r_i - b_i) / (s + eps) for rewards of shape (P prompts, G responses) -> (P, G).
+
+    GRPO (arXiv:2402.03300 §4.1.2) with b = group mean and s = group std; the other baselines and
+    scales are cited on their functions.
 
     ``baseline`` in :data:`BASELINES`, ``scale`` in :data:`SCALES`. Groups with zero spread get exactly
     0 when a group baseline is used; a std <= ``zero_spread_atol`` gives 0 instead of dividing by it.

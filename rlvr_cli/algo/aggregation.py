@@ -2,9 +2,9 @@
 
 With per-token losses l_it, mask m_it (response tokens left after every mask), |o_i| = sum_t m_it:
 
-    seq_mean_token_mean      (GRPO, Shao et al. 2024):   1/N_seq * sum_i 1/|o_i| * sum_t m_it l_it
-    token_mean               (DAPO, Yu et al. 2025):     sum_it m_it l_it / sum_it m_it
-    seq_mean_token_sum_norm  (Dr. GRPO, Liu et al. 2025): sum_it m_it l_it / (N_seq * L)
+    seq_mean_token_mean      (GRPO, arXiv:2402.03300 eq. 3):  1/N_seq * sum_i 1/|o_i| * sum_t m_it l_it
+    token_mean               (DAPO, arXiv:2503.14476 §3.3):   sum_it m_it l_it / sum_it m_it
+    seq_mean_token_sum_norm  (Dr. GRPO, arXiv:2503.20783 §3.1, Fig. 1): sum_it m_it l_it / (N_seq * L)
 
 N_seq counts sequences with at least one unmasked token, so a masked (e.g. truncated) sequence leaves
 the numerator and the denominator alike. L is a recipe constant (default: max new tokens), never the
@@ -25,7 +25,10 @@ import torch
 
 
 def aggregation_weights(mask: torch.Tensor, mode: str, length_constant: int | None = None) -> torch.Tensor:
-    """Per-token weights w (B, T) of ``mode``; ``mask`` (B, T) is 1 on tokens that count."""
+    """Per-token weights w (B, T) of ``mode``; ``mask`` (B, T) is 1 on tokens that count.
+
+    Sources per mode: GRPO arXiv:2402.03300 eq. 3; DAPO arXiv:2503.14476 §3.3; Dr. GRPO arXiv:2503.20783 §3.1.
+    """
     mask = mask.to(torch.float32)
     if mode == "token_mean":
         return mask
@@ -40,7 +43,11 @@ def aggregation_weights(mask: torch.Tensor, mode: str, length_constant: int | No
 
 
 def aggregation_normalizer(mask: torch.Tensor, mode: str) -> float:
-    """Z of ``mode`` over a whole optimiser batch: a token count for token_mean, else a sequence count."""
+    """Z of ``mode`` over a whole optimiser batch: a token count for token_mean, else a sequence count.
+
+    The denominators of GRPO (arXiv:2402.03300 eq. 3), DAPO (arXiv:2503.14476 §3.3) and Dr. GRPO
+    (arXiv:2503.20783 §3.1) written as counts, so micro-batches and data-parallel ranks can share them.
+    """
     if mode == "token_mean":
         return float(mask.sum())
     if mode in ("seq_mean_token_mean", "seq_mean_token_sum_norm"):
@@ -56,6 +63,9 @@ def aggregate(
     normalizer: float | None = None,
 ) -> torch.Tensor:
     """sum_it w_it * v_it / Z; pass the full batch's ``normalizer`` when ``token_values`` is a micro-batch.
+
+    The outer averages of GRPO (arXiv:2402.03300 eq. 3), DAPO (arXiv:2503.14476 §3.3) and Dr. GRPO
+    (arXiv:2503.20783 §3.1).
 
     Returns 0 (with gradient) when nothing is left to average (Z = 0), e.g. every response masked.
     """

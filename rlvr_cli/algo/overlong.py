@@ -1,4 +1,4 @@
-"""DAPO's overlong reward shaping (Yu et al. 2025, eq. 13, "soft overlong punishment").
+"""DAPO's overlong reward shaping (Yu et al. 2025, arXiv:2503.14476 §3.4, eq. 13, "soft overlong punishment").
 
 With L_max the generation limit and B the buffer:
 
@@ -19,7 +19,7 @@ import torch
 
 
 def soft_overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, factor: float = 1.0) -> torch.Tensor:
-    """R_length for response lengths (B,) -> (B,) float."""
+    """R_length (DAPO, arXiv:2503.14476 eq. 13) for response lengths (B,) -> (B,) float."""
     if not 0 < buffer < max_len:
         raise ValueError(f"buffer must be in 1..max_len-1, got {buffer} with max_len {max_len}")
     lengths = lengths.to(torch.float32)

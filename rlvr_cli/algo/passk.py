@@ -1,15 +1,15 @@
 """pass@k (unbiased) and maj@k (self-consistency) from n samples per prompt.
 
-pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", eq. 1): with n samples of
-which c are correct, the probability that at least one of k samples drawn without replacement is
-correct is
+pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv:2107.03374 §2.1,
+eq. 1): with n samples of which c are correct, the probability that at least one of k samples drawn
+without replacement is correct is
 
     pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i = n-c+1}^{n} (1 - k / i)
 
 computed in the product form (no factorials, no overflow); it is 1 when n - c < k. The benchmark value
 is the mean over prompts. Example: n = 4, c = 1 -> pass@1 = 0.25, pass@2 = 0.5, pass@4 = 1.
 
-maj@k (Wang et al. 2023, self-consistency): the answer given most often among k samples is the
+maj@k (Wang et al. 2023, self-consistency, arXiv:2203.11171 §2): the answer given most often among k samples is the
 prediction. Ties go to the answer whose first appearance comes first (deterministic); samples with no
 extractable answer do not vote. With n >= k samples the n samples are cut into floor(n / k) disjoint
 blocks of k and the result is the mean over blocks, which uses every sample once.
@@ -21,7 +21,7 @@ from collections.abc import Hashable, Sequence
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one prompt with n samples, c correct."""
+    """Unbiased pass@k for one prompt with n samples, c correct (arXiv:2107.03374 eq. 1, product form)."""
     if not 0 <= c <= n:
         raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
     if not 1 <= k <= n:
@@ -35,14 +35,16 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def mean_pass_at_k(correct_counts: Sequence[int], n: int, k: int) -> float:
-    """pass@k averaged over prompts, each with n samples and ``correct_counts[j]`` correct."""
+    """pass@k (arXiv:2107.03374 eq. 1) averaged over prompts, each with n samples and ``correct_counts[j]`` correct."""
     if not correct_counts:
         raise ValueError("no prompts")
     return sum(pass_at_k(n, c, k) for c in correct_counts) / len(correct_counts)
 
 
 def majority_vote(answers: Sequence[Hashable | None]) -> Hashable | None:
-    """The most frequent non-None answer; ties go to the one that appears first. None if no votes."""
+    """Self-consistency vote (arXiv:2203.11171 §2): the most frequent non-None answer; ties go to the one that
+    appears first. None if no votes.
+    """
     counts: dict = {}
     first: dict = {}
     for i, a in enumerate(answers):
@@ -56,7 +58,9 @@ def majority_vote(answers: Sequence[Hashable | None]) -> Hashable | None:
 
 
 def maj_at_k(answers: Sequence[Hashable | None], correct: Sequence[bool], k: int) -> float:
-    """maj@k for one prompt: mean over disjoint blocks of k samples of [the voted answer is correct]."""
+    """maj@k (arXiv:2203.11171 §2) for one prompt: mean over disjoint blocks of k samples of [the voted answer
+    is correct].
+    """
     n = len(answers)
     if len(correct) != n:
         raise ValueError("answers and correct differ in length")

@@ -1,13 +1,15 @@
 """Importance ratios and the clipped surrogate objective, per token.
 
-PPO (Schulman et al. 2017) as used by GRPO (Shao et al. 2024, eq. 3), with DAPO's decoupled bounds
-(Yu et al. 2025, "clip-higher") and optional dual clip (Ye et al. 2020):
+PPO (Schulman et al. 2017, arXiv:1707.06347 eq. 7) as used by GRPO (Shao et al. 2024, arXiv:2402.03300
+eq. 3), with DAPO's decoupled bounds (Yu et al. 2025, arXiv:2503.14476 §3.1, "clip-higher") and optional
+dual clip (Ye et al. 2020, arXiv:1912.09729, dual-clip PPO):
 
     rho_t = exp(logp_t - logp_old_t)                                   (token ratio, PPO/GRPO)
     loss_t = -min(rho_t * A, clip(rho_t, 1 - eps_low, 1 + eps_high) * A)
     dual clip, A < 0 only:  loss_t = min(loss_t, -c * A)
 
-GSPO (Zheng et al. 2025) replaces the token ratio by one length-normalised ratio per sequence,
+GSPO (Zheng et al. 2025, arXiv:2507.18071 eq. 5 and 7) replaces the token ratio by one length-normalised
+ratio per sequence,
 
     s_i = (pi(o_i|q) / pi_old(o_i|q)) ** (1/|o_i|) = exp(mean_t (logp_t - logp_old_t)),
 
@@ -32,12 +34,16 @@ MAX_LOG_RATIO = 20.0
 
 
 def token_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """log rho_t = logp_t - logp_old_t. Shapes (B, T) -> (B, T); masked positions are 0."""
+    """log rho_t = logp_t - logp_old_t (PPO, arXiv:1707.06347 eq. 6; GRPO, arXiv:2402.03300 eq. 3). Shapes (B,
+    T) -> (B, T); masked positions are 0.
+    """
     return (logp - old_logp) * mask
 
 
 def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """GSPO: log s_i = (1/|o_i|) sum_t m_t (logp_t - logp_old_t), broadcast to (B, T); |o_i| counts unmasked tokens."""
+    """GSPO (arXiv:2507.18071 eq. 7): log s_i = (1/|o_i|) sum_t m_t (logp_t - logp_old_t), broadcast to (B, T);
+    |o_i| counts unmasked tokens.
+    """
     lengths = mask.sum(dim=1, keepdim=True).clamp(min=1)
     per_seq = ((logp - old_logp) * mask).sum(dim=1, keepdim=True) / lengths
     return per_seq.expand_as(logp) * mask
@@ -63,6 +69,9 @@ def clipped_surrogate(
     dual_clip: float | None = None,
 ) -> SurrogateOut:
     """Per-token PPO loss -min(rho*A, clip(rho, 1-eps_low, 1+eps_high)*A), optionally dual-clipped.
+
+    PPO arXiv:1707.06347 eq. 7; decoupled eps_low / eps_high: DAPO arXiv:2503.14476 §3.1; the dual clip
+    (A < 0: at most -c*A): arXiv:1912.09729; GSPO's sequence-level version: arXiv:2507.18071 eq. 5.
 
     ``log_ratio`` (B, T) from :data:`RATIOS`; ``advantages`` (B, T) or (B, 1). Example: rho = 1.5,
     A = +1, eps = 0.2 -> loss -1.2 with zero gradient; rho = 1.5, A = -1 -> loss 1.5 (unclipped side).

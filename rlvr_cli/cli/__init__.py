@@ -1,4 +1,4 @@
-"""The `rlvr` command line: thin commands over the library (DESIGN.md §1).
+"""The `rlvr` command line: thin commands over the library (docs/design.md §1).
 
 Exit status: 0 success, 2 bad input (one `where: field: problem` line per problem on stderr), 1 an
 internal failure (set RLVR_DEBUG=1 for the traceback).

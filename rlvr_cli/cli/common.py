@@ -1,14 +1,9 @@
-"""What every command shares: the consoles and parsing of list options."""
+"""What every command shares: the console and parsing of list options."""
 
 from __future__ import annotations
 
-from rich.console import Console
-
+from rlvr_cli.console import console  # noqa: F401 - the commands import it from here
 from rlvr_cli.errors import UserError
-
-console = Console(stderr=True)
-"""Progress bars, tables and messages go to stderr, so stdout stays clean for data (e.g. `recipes show`)."""
-out_console = Console()
 
 
 def parse_int_list(text: str | None, option: str) -> list[int] | None:
@@ -24,13 +19,10 @@ def parse_int_list(text: str | None, option: str) -> list[int] | None:
     return values
 
 
-BUILTIN_TASKS = ("arithmetic", "countdown")
-
-
 def task_from_arg(arg: str):
     """--task: a built-in task name, or a recipe (shipped name or file) whose `task` section to use."""
     from rlvr_cli.recipe.load import load_recipe
-    from rlvr_cli.tasks import build_task
+    from rlvr_cli.tasks import BUILTIN_TASKS, build_task
 
     if arg in BUILTIN_TASKS:
         return build_task(arg)

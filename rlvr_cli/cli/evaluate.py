@@ -130,6 +130,9 @@ def evaluate(
         targets, out_dir = [Target(model, None)], None
     if recipe is not None:
         console.print(f"settings from {root / 'recipe.yaml'} (flags override)", style="dim", highlight=False)
+    from rlvr_cli.warm_start import ensure_built
+
+    ensure_built(*(tg.ref for tg in targets))
     records = _run(targets, t, settings, recipe, is_run, device, out_dir)
     console.print(_table(records, model, t.name, settings, out_dir))
     _write_extras(records, model, out_dir, plot, out)

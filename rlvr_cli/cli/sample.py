@@ -51,6 +51,9 @@ def sample(
         raise UserError(f"--split {split}: choose eval or train")
     t = task_from_arg(task)
     dev = resolve_device(device)
+    from rlvr_cli.warm_start import ensure_built
+
+    ensure_built(model)
     m, tok, resolved = load_model(model, dev)
     _, autocast = weights_and_autocast("auto", dev)
     if split == "eval":

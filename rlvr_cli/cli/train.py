@@ -65,6 +65,9 @@ def train(
 
     overrides = list(set_) + ([f"seed={seed}"] if seed is not None else [])
     r = load_recipe(recipe, overrides)
+    from rlvr_cli.warm_start import ensure_built
+
+    ensure_built(r.model.name, r.model.reference)
     run_dir = Path(out) if out else default_run_dir(r, seed)
     if r.algorithm == "sft":
         from rlvr_cli.train.sft import train_sft

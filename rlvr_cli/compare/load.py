@@ -1,4 +1,4 @@
-"""Read run directories (DESIGN.md §3) robustly: recipe.yaml, run.json, metrics.jsonl, eval/step_N.json.
+"""Read run directories (docs/design.md §3) robustly: recipe.yaml, run.json, metrics.jsonl, eval/step_N.json.
 
 A run is readable when it has a parseable ``recipe.yaml`` (the recipe is what says which variant a run
 is) and at least one complete metrics line. Everything else degrades to a warning kept with the run:
@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+
+from rlvr_cli.metrics import upgrade_row
 
 RUN_MARKERS = ("recipe.yaml", "metrics.jsonl", "run.json")
 """A directory holding any of these is taken to be a run (possibly a broken one)."""
@@ -217,7 +219,7 @@ def _parse_metrics_line(line: str, lineno: int, warnings: list[str]) -> dict | N
     if step is None:
         warnings.append(f"metrics.jsonl line {lineno}: no integer 'step'; skipped")
         return None
-    return {**row, "step": step}
+    return {**upgrade_row(row), "step": step}  # a run written under older metric names reads as today's
 
 
 def _as_step(v) -> int | None:

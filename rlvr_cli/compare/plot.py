@@ -26,19 +26,19 @@ from rlvr_cli.compare.load import Run
 from rlvr_cli.compare.series import across_seeds, finite, rolling_mean
 from rlvr_cli.compare.variants import Variant
 from rlvr_cli.io import atomic_write_bytes, atomic_write_text
+from rlvr_cli.metrics import label
 
 STEP_PANELS = [
-    # (title, [(metric, linestyle, legend name)], log y)
-    ("reward and accuracy", [("reward_mean", "-", "reward (train)"), ("accuracy", "--", "accuracy (train)")], False),
-    ("KL to reference (nats/token)", [("kl_mean", "-", "mean"), ("kl_max", "--", "max")], True),
-    ("entropy (nats/token)", [("entropy", "-", "entropy")], False),
-    ("response length (tokens)", [("len_correct", "-", "correct"), ("len_incorrect", "--", "incorrect")], False),
-    (
-        "clip fraction",
-        [("clip_low_frac", "-", "low (1-eps_low)"), ("clip_high_frac", "--", "high (1+eps_high)")],
-        False,
-    ),
-    ("groups without signal", [("zero_std_frac", "-", "zero spread"), ("filtered_frac", "--", "filtered")], False),
+    # (title, [(metric, linestyle, legend name from rlvr_cli/metrics.py)], log y)
+    (title, [(key, style, label(key)) for key, style in lines], log)
+    for title, lines, log in [
+        ("reward and accuracy", [("reward_mean", "-"), ("accuracy", "--")], False),
+        ("KL to reference (nats/token)", [("kl_mean", "-"), ("kl_max", "--")], True),
+        ("entropy (nats/token)", [("entropy", "-")], False),
+        ("response length (tokens)", [("len_correct", "-"), ("len_incorrect", "--")], False),
+        ("clip fraction", [("clip_low_frac", "-"), ("clip_high_frac", "--")], False),
+        ("groups without signal", [("zero_std_frac", "-"), ("groups_dropped_frac", "--")], False),
+    ]
 ]
 BAND_ALPHA = 0.18
 

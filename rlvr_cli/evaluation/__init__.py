@@ -1,4 +1,4 @@
-"""Evaluation: the control signal read beside training (DESIGN.md §4).
+"""Evaluation: the control signal read beside training (docs/design.md §4).
 
 - :mod:`.core`: ``evaluate_policy`` -> the eval record (pass@k, maj@k, lengths, truncation, ...); the
   trainer (``train/evalhook.py``) and ``rlvr eval`` both call it, so their numbers agree.

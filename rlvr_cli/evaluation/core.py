@@ -4,7 +4,7 @@ n samples per prompt at a fixed sampling seed, so every checkpoint of every run 
 same prompts with the same random stream; training calls this same function on its eval cadence, so
 a run's own ``eval/step_N.json`` and a later ``rlvr eval`` of that checkpoint agree.
 
-The record (DESIGN.md §3; every key is always present, ``None`` where it does not apply):
+The record (docs/design.md §4; every key is always present, ``None`` where it does not apply):
 
 - settings: ``n``, ``num_prompts``, ``temperature``, ``top_p``, ``max_new_tokens`` (the thinking
   budget when ``budget`` is set), ``seed``, ``greedy``, ``budget``, ``min_think``, ``answer_tokens``
@@ -75,7 +75,7 @@ def evaluate_policy(
     max_new_tokens: int = 64,
     seed: int = 1234,
     pass_at_k: list[int] | None = None,
-    maj_at_k_values: list[int] | None = None,
+    maj_at_k: list[int] | None = None,
     autocast_dtype=None,
     batch_size: int = DEFAULT_BATCH,
     greedy: bool = False,
@@ -93,7 +93,7 @@ def evaluate_policy(
     """
     problems = task.eval_problems()[:num_prompts]
     ks = [k for k in (pass_at_k or [1]) if k <= n]
-    maj_ks = [k for k in (maj_at_k_values or ks) if k <= n]
+    maj_ks = [k for k in (maj_at_k or ks) if k <= n]
     dec = Decoding(
         temperature=temperature,
         top_p=top_p,

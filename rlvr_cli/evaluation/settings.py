@@ -56,9 +56,7 @@ class EvalSettings:
 
     def policy_kwargs(self) -> dict:
         """Keyword arguments of :func:`rlvr_cli.evaluation.core.evaluate_policy`."""
-        kw = asdict(self)
-        kw["maj_at_k_values"] = kw.pop("maj_at_k")
-        return kw
+        return asdict(self)
 
 
 def with_overrides(base: EvalSettings, marker: str, **flags) -> EvalSettings:

@@ -1,8 +1,9 @@
-"""Model references and loading (DESIGN.md §1).
+"""Model references and loading (docs/design.md §6).
 
 A MODEL is one of:
 - ``builtin:tiny`` / ``builtin:tiny-countdown``: the tiny GPT-2 warm-started on a built-in task by its
-  SFT recipe (``recipes/base_sft*.yaml``), built once on first use and cached (see :mod:`.builtin`);
+  SFT recipe (``recipes/base_sft*.yaml``), built once by :mod:`rlvr_cli.warm_start` (every command
+  calls it before loading) and cached (see :mod:`.builtin`); resolving a name never trains;
 - ``builtin:tiny-init``: the same architecture, untrained (seeded), for tests and as the warm start's start;
 - a run directory (its latest complete checkpoint), or a checkpoint directory (has ``config.json``);
 - a Hugging Face model id or local path, loaded with ``AutoModelForCausalLM.from_pretrained``.
@@ -52,7 +53,7 @@ def is_run_dir(path: Path) -> bool:
 
 
 def resolve_model_ref(ref: str) -> ResolvedModel:
-    """Turn a MODEL reference into something ``from_pretrained`` can load (builds builtins on first use)."""
+    """Turn a MODEL reference into something ``from_pretrained`` can load (a warm start must be built)."""
     if ref.startswith("builtin:"):
         from rlvr_cli.models.builtin import builtin_model_dir
 

@@ -8,13 +8,14 @@
 The cache key is a hash of the fully resolved warm-start recipe and of :data:`BUILD_VERSION`, so
 editing the recipe (or the trace generator, with a version bump) rebuilds the model; builds are
 guarded by a file lock so parallel runs build it once. Cache root: ``$RLVR_CACHE`` or ``~/.cache/rlvr``.
+This module only names and finds the cached directories; the warm start itself is trained by
+:mod:`rlvr_cli.warm_start`, above both this package and the trainer.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 from contextlib import contextmanager
@@ -67,66 +68,32 @@ def warm_start_key(recipe_yaml: str) -> str:
     return hashlib.sha256(f"v{BUILD_VERSION}\n{recipe_yaml}".encode()).hexdigest()[:12]
 
 
-def builtin_model_dir(ref: str) -> Path:
-    """Directory of a built-in model, building it first if needed (with a progress bar)."""
+def warm_start_target(ref: str):
+    """(warm-start recipe, cache directory) of a warm-started built-in model such as ``builtin:tiny``."""
     name = ref.split(":", 1)[1]
-    if name == "tiny-init":
-        return _tiny_init_dir()
     if name not in WARM_START_RECIPES:
         known = ", ".join(f"builtin:{n}" for n in ["tiny-init", *WARM_START_RECIPES])
         raise UserError(f"{ref}: unknown built-in model (known: {known})")
     from rlvr_cli.recipe.load import dump_recipe, load_recipe
 
     recipe = load_recipe(WARM_START_RECIPES[name])
-    key = warm_start_key(dump_recipe(recipe))
-    target = cache_root() / "builtin" / f"{name}-{key}"
-    if (target / "built.json").is_file():
-        return target
-    with _locked(cache_root() / "builtin" / f".{name}.lock"):
-        if (target / "built.json").is_file():
-            return target
-        _build_warm_start(name, recipe, target)
+    return recipe, cache_root() / "builtin" / f"{name}-{warm_start_key(dump_recipe(recipe))}"
+
+
+def warm_start_lock(ref: str):
+    return _locked(cache_root() / "builtin" / f".{ref.split(':', 1)[1]}.lock")
+
+
+def builtin_model_dir(ref: str) -> Path:
+    """Directory of a built-in model. ``tiny-init`` is made on first use; a warm-started one must have
+    been built (by :func:`rlvr_cli.warm_start.ensure_built`, which every command calls): resolving a
+    name never trains anything."""
+    if ref.split(":", 1)[1] == "tiny-init":
+        return _tiny_init_dir()
+    _, target = warm_start_target(ref)
+    if not (target / "built.json").is_file():
+        raise UserError(
+            f"{ref}: not built yet in {target.parent}; any `rlvr` command that uses it builds it once "
+            f"(e.g. `rlvr sample {ref} --n 1 --num-prompts 1`), or call rlvr_cli.warm_start.ensure_built({ref!r})"
+        )
     return target
-
-
-def _build_warm_start(name: str, recipe, target: Path) -> None:
-    import time
-
-    from rlvr_cli.cli.common import console
-    from rlvr_cli.train.sft import train_sft
-
-    console.print(
-        f"[bold]Building builtin:{name}[/bold] once: a warm start by SFT (recipe {WARM_START_RECIPES[name]}, "
-        f"{recipe.steps} steps); it is cached in {target.parent}",
-        highlight=False,
-    )
-    work = target.with_name(target.name + f".build-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    t0 = time.perf_counter()
-    run_dir = train_sft(recipe, work / "run")
-    seconds = time.perf_counter() - t0
-    final = run_dir / "checkpoints" / f"step_{recipe.steps}"
-    if not (final / "config.json").is_file():
-        raise RuntimeError(f"warm start of builtin:{name} left no final checkpoint in {final}")
-    model_dir = work / "model"
-    shutil.copytree(final, model_dir, ignore=shutil.ignore_patterns("trainer_state.pt"))
-    evals = sorted((run_dir / "eval").glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1]))
-    last_eval = json.loads(evals[-1].read_text()) if evals else {}
-    info = {
-        "name": f"builtin:{name}",
-        "recipe": WARM_START_RECIPES[name],
-        "steps": recipe.steps,
-        "build_seconds": round(seconds, 1),
-        "pass_at_k": last_eval.get("pass_at_k"),
-        "len_mean": last_eval.get("len_mean"),
-    }
-    (model_dir / "built.json").write_text(json.dumps(info, indent=2) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(model_dir, target)
-    shutil.rmtree(work, ignore_errors=True)
-    pk = info["pass_at_k"] or {}
-    console.print(
-        f"builtin:{name} ready in {seconds:.0f}s: pass@1 {pk.get('1', float('nan')):.3f}, "
-        f"pass@{max(pk, key=int) if pk else '?'} {pk[max(pk, key=int)] if pk else float('nan'):.3f}",
-        highlight=False,
-    )

@@ -80,16 +80,9 @@ START, END = "<!-- FIELDS:START -->", "<!-- FIELDS:END -->"
 
 def update_readme(path: str = "README.md") -> bool:
     """Rewrite the field table between the README's markers; True when it changed."""
-    from pathlib import Path
+    from rlvr_cli.io import rewrite_between_markers
 
-    p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{markdown_table()}{END}{tail}"
-    if new != text:
-        p.write_text(new, encoding="utf-8")
-    return new != text
+    return rewrite_between_markers(path, START, END, markdown_table())
 
 
 if __name__ == "__main__":  # python -m rlvr_cli.recipe.docs README.md

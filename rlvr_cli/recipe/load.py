@@ -5,7 +5,7 @@ recipe prints one line per problem such as::
 
     recipes/my.yaml:12: loss.clip.eps_high: eps_high (0.1) must be >= eps_low (0.2)
 
-and the CLI exits with status 2 (DESIGN.md §1). Nothing here raises a traceback for bad input: all
+and the CLI exits with status 2 (docs/design.md §1). Nothing here raises a traceback for bad input: all
 problems surface as :class:`rlvr_cli.errors.UserError`.
 """
 

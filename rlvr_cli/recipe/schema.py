@@ -1,4 +1,4 @@
-"""The recipe schema: one field per choice in the math (DESIGN.md §2).
+"""The recipe schema: one field per choice in the math (docs/design.md §2).
 
 Every model forbids unknown keys (a typo is an error, not a silent default) and carries its domain
 in its constraints. Each field's docstring names the symbol it sets, so ``rlvr recipes show`` and the
@@ -62,7 +62,7 @@ class ArithmeticStyles(Strict):
         return self
 
 
-class ArithmeticTask(Strict):
+class ArithmeticTaskSpec(Strict):
     """Zero-padded multi-digit addition (`347+285=`); the answer follows the marker `#`."""
 
     name: Literal["arithmetic"] = "arithmetic"
@@ -90,7 +90,7 @@ class ArithmeticTask(Strict):
     """Where the filler sits: at the start (decided before the work) or after the work, just before the answer (so a model can learn to ramble when its own work went wrong)."""
 
 
-class CountdownTask(Strict):
+class CountdownTaskSpec(Strict):
     """Reach a target from given numbers with + - * /, each number used at most once (`3,5,7>22:`)."""
 
     name: Literal["countdown"] = "countdown"
@@ -111,7 +111,7 @@ class CountdownTask(Strict):
     """Probability that a supervised trace carries a deliberate mistake (its equation misses the target)."""
 
 
-class DatasetTask(Strict):
+class DatasetTaskSpec(Strict):
     """Any JSONL / Parquet / CSV file or Hugging Face dataset with a question and a final answer."""
 
     name: Literal["dataset"] = "dataset"
@@ -154,7 +154,7 @@ class DatasetTask(Strict):
         return self
 
 
-TaskSpec = Annotated[Union[ArithmeticTask, CountdownTask, DatasetTask], Field(discriminator="name")]
+TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec], Field(discriminator="name")]
 
 
 # --- rollout -------------------------------------------------------------------------------------
@@ -504,7 +504,7 @@ class Recipe(Strict):
     description: str = ""
     """One line saying what the recipe is for (shown by `rlvr recipes list`)."""
     algorithm: Literal["rl", "sft"] = "rl"
-    """`rl`: the GRPO-family policy-gradient loop; `sft`: supervised fine-tuning (warm start, R1 stages)."""
+    """`rl`: the GRPO-family policy-gradient loop, every forward pass with the model's dropout off (so the on-policy ratio is exactly 1); `sft`: supervised fine-tuning (warm start, R1 stages), with the model's dropout as its config sets it."""
     seed: int = 0
     """Seeds prompts, sampling and minibatch order per step: same seed, same machine, same metrics."""
     steps: int = Field(100, ge=1)
@@ -516,7 +516,7 @@ class Recipe(Strict):
     output_dir: str = "runs"
     """Parent directory of run directories."""
     model: ModelSpec = Field(default_factory=ModelSpec)
-    task: TaskSpec = Field(default_factory=ArithmeticTask)
+    task: TaskSpec = Field(default_factory=ArithmeticTaskSpec)
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     advantage: AdvantageSpec = Field(default_factory=AdvantageSpec)
     loss: LossSpec = Field(default_factory=LossSpec)

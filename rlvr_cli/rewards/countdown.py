@@ -46,10 +46,6 @@ class Invalid(Exception):
     """The text is not an equation of the allowed form (unparseable)."""
 
 
-class Rejected(Exception):
-    """A well-formed equation that breaks a rule (incorrect)."""
-
-
 def parse_reference(reference: str) -> tuple[list[int], Fraction]:
     spec = json.loads(reference)
     numbers = [int(n) for n in spec["numbers"]]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from rlvr_cli.tasks.base import Problem, Task, TraceTask, stable_hash
 
-TASK_NAMES = ("arithmetic", "countdown", "dataset")
+BUILTIN_TASKS = ("arithmetic", "countdown")
+"""Tasks that need no data file: `--task NAME` and a recipe's `task: {name: NAME}` both accept them."""
 
 
 def build_task(spec) -> Task:
@@ -13,12 +14,11 @@ def build_task(spec) -> Task:
     from rlvr_cli.recipe import schema
 
     if isinstance(spec, str):
-        builtin = {"arithmetic": schema.ArithmeticTask, "countdown": schema.CountdownTask}
-        if spec not in builtin:
+        if spec not in BUILTIN_TASKS:
             from rlvr_cli.errors import UserError
 
-            raise UserError(f"--task {spec}: unknown built-in task (choose from {', '.join(builtin)}, or pass a recipe)")
-        spec = builtin[spec]()
+            raise UserError(f"--task {spec}: unknown built-in task (choose from {', '.join(BUILTIN_TASKS)}, or pass a recipe)")
+        spec = {"arithmetic": schema.ArithmeticTaskSpec, "countdown": schema.CountdownTaskSpec}[spec]()
     if spec.name == "arithmetic":
         from rlvr_cli.tasks.arithmetic import ArithmeticTask
 
@@ -43,4 +43,4 @@ def encode_prompt(tokenizer, task: Task, problem: Problem) -> list[int]:
     return list(tokenizer(problem.prompt, add_special_tokens=True)["input_ids"])
 
 
-__all__ = ["Problem", "TASK_NAMES", "Task", "TraceTask", "build_task", "encode_prompt", "stable_hash"]
+__all__ = ["BUILTIN_TASKS", "Problem", "Task", "TraceTask", "build_task", "encode_prompt", "stable_hash"]

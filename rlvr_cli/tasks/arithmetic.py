@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.recipe.schema import ArithmeticTask as ArithmeticSpec
+from rlvr_cli.recipe.schema import ArithmeticTaskSpec as ArithmeticSpec
 from rlvr_cli.tasks.base import Problem, stable_hash
 
 MARKER = "#"

@@ -15,7 +15,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.recipe.schema import CountdownTask as CountdownSpec
+from rlvr_cli.recipe.schema import CountdownTaskSpec as CountdownSpec
 from rlvr_cli.tasks.base import Problem, stable_hash
 
 MARKER = "#"

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.recipe.schema import DatasetTask as DatasetSpec
+from rlvr_cli.recipe.schema import DatasetTaskSpec as DatasetSpec
 from rlvr_cli.tasks.base import Problem, stable_hash
 
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}

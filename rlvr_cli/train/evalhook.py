@@ -20,7 +20,7 @@ def eval_and_record(session, task, scorer, step: int) -> dict:
         max_new_tokens=spec.max_new_tokens,
         seed=spec.seed,
         pass_at_k=spec.pass_at_k,
-        maj_at_k_values=spec.maj_at_k,
+        maj_at_k=spec.maj_at_k,
         autocast_dtype=session.autocast_dtype,
     )
     record = {"step": step, "model": session.recipe.model.name, "task": task.name, "budget": None, **result}

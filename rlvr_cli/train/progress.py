@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from rlvr_cli.cli.common import console
+from rlvr_cli.console import console
 
 
 def step_progress(description: str) -> Progress:

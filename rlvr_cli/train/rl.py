@@ -1,28 +1,33 @@
 """The GRPO-family training loop (`algorithm: rl`), top to bottom.
 
-One step:
+One step (:func:`_train_step`):
   1. rollouts: P prompts x G responses, scored (true-verifier accuracy always computed), with DAPO
-     dynamic sampling when on                                            -> :mod:`.rollout`
+     dynamic sampling when on, gathered once into a :class:`Batch`     -> :mod:`.rollout`
   2. behaviour log-probs (from the sampler when its numerics match, else recomputed) and reference
      log-probs (only when KL is used or tracked)
   3. reward shaping: DAPO soft overlong penalty; KL in the reward (r <- r - beta * sum_t k1_t)
+                                                                        -> :func:`shape_rewards`
   4. advantages per group: baseline and scale                            -> algo.advantages
   5. mu passes x minibatches optimiser updates of
         loss = aggregate( clipped surrogate (token or sequence ratio)
                           + beta * KL_t            (placement `loss`)
                           - entropy_coef * H_t )   over response tokens, after masks
+                                                                        -> :func:`token_loss`
      where each minibatch's normaliser is computed once over the minibatch, so micro-batching
-     (gradient accumulation) does not change the gradient               -> algo.*
-  6. one metrics line; eval / checkpoint on their cadence; ProRL reference reset on its cadence.
+     (gradient accumulation) does not change the gradient. A minibatch with no loss token (all
+     truncated and masked) takes no optimiser step; a non-finite one is skipped.
+  6. one metrics line; eval / checkpoint on their cadence (:mod:`.loop`); ProRL reference reset.
 
-Departures from the papers are recipe switches, not code paths: see DESIGN.md §2.
+Every forward pass runs with dropout off (the model stays in eval mode; gradients still flow), so
+the sampler's, the recompute's and the update's log-probs of the same tokens agree and the on-policy
+ratio is 1. Departures from the papers are recipe switches, not code paths: see docs/design.md §2.
 """
 
 from __future__ import annotations
 
 import math
 import time
-import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -31,18 +36,17 @@ from rlvr_cli.algo.advantages import group_advantages, zero_spread_groups
 from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
 from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
-from rlvr_cli.algo.policy_loss import RATIOS, clipped_surrogate
-from rlvr_cli.cli.common import console
-from rlvr_cli.errors import RunFailed
+from rlvr_cli.algo.policy_loss import RATIOS, SurrogateOut, clipped_surrogate
+from rlvr_cli.console import console
+from rlvr_cli.metrics import step_row
 from rlvr_cli.models import load_model
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import Scorer
 from rlvr_cli.tasks import build_task
-from rlvr_cli.train.batch import length_sorted_chunks, pack, response_logprobs
-from rlvr_cli.train.evalhook import eval_and_record
-from rlvr_cli.train.optim import grad_norm_and_clip
-from rlvr_cli.train.progress import fmt, step_progress
-from rlvr_cli.train.rollout import collect_rollouts
+from rlvr_cli.train.batch import Packed, length_sorted_chunks, pack, response_logprobs
+from rlvr_cli.train.loop import apply_update, run_steps, schedule_step
+from rlvr_cli.train.progress import fmt
+from rlvr_cli.train.rollout import Group, RolloutStats, collect_rollouts
 from rlvr_cli.train.session import Session, open_session, step_rng
 
 SAMPLES_LOGGED = 4
@@ -67,33 +71,159 @@ def old_logprob_source(recipe: Recipe, session: Session) -> str:
     return "sampler" if exact else "recompute"
 
 
+# --- the batch --------------------------------------------------------------------------------------
+@dataclass
+class Batch:
+    """One step's training batch, built once from the rollout groups: B = groups x G rows, group-major."""
+
+    prompt_ids: list[list[int]]
+    response_ids: list[list[int]]
+    sampler_logprobs: list[list[float]]
+    rewards: torch.Tensor
+    """(B,) raw reward, before shaping."""
+    truncated: torch.Tensor
+    """(B,) bool: the response hit max_new_tokens (finish reason `length`)."""
+    mask: torch.Tensor
+    """(B, Lr) float: 1 on real response tokens."""
+    group_size: int
+    pad_id: int
+    device: torch.device
+
+    @classmethod
+    def from_groups(cls, groups: list[Group], group_size: int, pad_id: int, device) -> Batch:
+        prompt_ids = [grp.prompt_ids for grp in groups for _ in range(group_size)]
+        response_ids = [resp for grp in groups for resp in grp.response_ids]
+        return cls(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            sampler_logprobs=[lp for grp in groups for lp in grp.logprobs],
+            rewards=torch.tensor([x for grp in groups for x in grp.rewards], dtype=torch.float32, device=device),
+            truncated=torch.tensor([f == "length" for grp in groups for f in grp.finish_reasons], device=device),
+            mask=pack(prompt_ids, response_ids, pad_id, device).response_mask,
+            group_size=group_size,
+            pad_id=pad_id,
+            device=device,
+        )
+
+    def __len__(self) -> int:
+        return len(self.response_ids)
+
+    @property
+    def width(self) -> int:
+        return self.mask.shape[1]
+
+    @property
+    def lengths(self) -> list[int]:
+        """Prompt + response tokens per row (to sort micro-batches by)."""
+        return [len(p) + len(r) for p, r in zip(self.prompt_ids, self.response_ids)]
+
+    def pack(self, idx: torch.Tensor) -> Packed:
+        return pack([self.prompt_ids[i] for i in idx], [self.response_ids[i] for i in idx], self.pad_id, self.device)
+
+
 @torch.no_grad()
-def _logprobs_in_chunks(model, prompt_ids, response_ids, pad_id, device, temperature, chunks, amp) -> torch.Tensor:
-    """log pi(y_t) for all responses, padded to the batch's response width (B, Lr)."""
-    width = max(1, max(len(r) for r in response_ids))
-    out = torch.zeros(len(response_ids), width, device=device)
-    lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
-    for idx in length_sorted_chunks(range(len(response_ids)), lengths, chunks):
-        mb = pack([prompt_ids[i] for i in idx], [response_ids[i] for i in idx], pad_id, device)
+def batch_logprobs(model, batch: Batch, temperature: float, chunks: int, amp) -> torch.Tensor:
+    """log pi(y_t) for every response of the batch, (B, Lr), in length-sorted chunks."""
+    out = torch.zeros(len(batch), batch.width, device=batch.device)
+    for idx in length_sorted_chunks(range(len(batch)), batch.lengths, chunks):
         with amp:
-            lp, _ = response_logprobs(model, mb, temperature)
-        out[idx.to(device), : lp.shape[1]] = lp
+            lp, _ = response_logprobs(model, batch.pack(idx), temperature)
+        out[idx.to(batch.device), : lp.shape[1]] = lp
     return out
 
 
-def _pad(rows: list[list[float]], width: int, device) -> torch.Tensor:
-    out = torch.zeros(len(rows), width, device=device)
-    for i, r in enumerate(rows):
-        if r:
-            out[i, : len(r)] = torch.tensor(r, device=device)
+def _sampler_logprobs(batch: Batch) -> torch.Tensor:
+    out = torch.zeros(len(batch), batch.width, device=batch.device)
+    for i, lp in enumerate(batch.sampler_logprobs):
+        if lp:
+            out[i, : len(lp)] = torch.tensor(lp, device=batch.device)
     return out
 
 
+# --- shaping and the loss -------------------------------------------------------------------------------
+def shape_rewards(recipe: Recipe, batch: Batch, old_logp, ref_logp) -> torch.Tensor:
+    """The reward the advantages see: raw reward + DAPO soft overlong penalty, then KL in the reward."""
+    shaped = batch.rewards.clone()
+    sp = recipe.overlong.soft_punish
+    if sp is not None:
+        lengths = torch.tensor([len(x) for x in batch.response_ids], dtype=torch.float32, device=batch.device)
+        shaped = shaped + soft_overlong_penalty(lengths, recipe.rollout.max_new_tokens, sp.buffer, sp.factor)
+    if ref_logp is not None and recipe.kl.placement == "reward":
+        shaped = kl_penalized_rewards(shaped, old_logp, ref_logp, batch.mask, recipe.kl.beta)
+    return shaped
+
+
+def token_loss(recipe: Recipe, logp, entropy, old_logp, ref_logp, adv, loss_mask) -> tuple[torch.Tensor, SurrogateOut]:
+    """Per-token loss (B, T): clipped surrogate + beta * KL_t (placement `loss`) - entropy_coef * H_t.
+
+    ``adv`` is (B, 1); ``ref_logp`` is None when no reference is loaded.
+    """
+    lo, kl = recipe.loss, recipe.kl
+    log_ratio = RATIOS[lo.ratio](logp, old_logp, loss_mask)
+    sur = clipped_surrogate(log_ratio, adv, lo.clip.eps_low, lo.clip.eps_high, lo.clip.dual_clip)
+    loss = sur.loss
+    if ref_logp is not None and kl.placement == "loss" and kl.beta > 0:
+        loss = loss + kl.beta * KL_ESTIMATORS[kl.estimator](logp, ref_logp)
+    if lo.entropy_coef:
+        loss = loss - lo.entropy_coef * entropy
+    return loss, sur
+
+
+@dataclass
+class UpdateStats:
+    """Clip, ratio and entropy statistics of one step's updates, kept apart from the loss."""
+
+    tokens: float = 0.0
+    clip_low: float = 0.0
+    clip_high: float = 0.0
+    dual: float = 0.0
+    ratio_max: float = -math.inf
+    ratio_min: float = math.inf
+    ent_sum: float = 0.0
+    ent_tokens: float = 0.0
+    losses: list[float] = field(default_factory=list)
+    norms: list[float] = field(default_factory=list)
+    updates: int = 0
+    skipped: int = 0
+    empty: int = 0
+
+    def add_tokens(self, sur: SurrogateOut, loss_mask: torch.Tensor) -> None:
+        """Clip and ratio statistics over the tokens that count in the loss."""
+        self.tokens += float(loss_mask.sum())
+        self.clip_low += float((sur.clipped_low * loss_mask).sum())
+        self.clip_high += float((sur.clipped_high * loss_mask).sum())
+        self.dual += float((sur.dual_clipped * loss_mask).sum())
+        if bool((loss_mask > 0).any()):
+            sel = sur.ratio[loss_mask > 0]
+            self.ratio_max = max(self.ratio_max, float(sel.max()))
+            self.ratio_min = min(self.ratio_min, float(sel.min()))
+
+    def add_entropy(self, entropy: torch.Tensor, mask: torch.Tensor) -> None:
+        self.ent_sum += float((entropy.detach() * mask).sum())
+        self.ent_tokens += float(mask.sum())
+
+    def metrics(self) -> dict:
+        return {
+            "entropy": self.ent_sum / self.ent_tokens if self.ent_tokens else None,
+            "clip_low_frac": self.clip_low / self.tokens if self.tokens else 0.0,
+            "clip_high_frac": self.clip_high / self.tokens if self.tokens else 0.0,
+            "dual_clip_frac": self.dual / self.tokens if self.tokens else 0.0,
+            "ratio_max": self.ratio_max if self.ratio_max > -math.inf else None,
+            "ratio_min": self.ratio_min if self.ratio_min < math.inf else None,
+            "loss": _mean(self.losses),
+            "grad_norm": max(self.norms) if self.norms else None,
+            "updates": self.updates,
+            "updates_skipped": self.skipped,
+            "updates_empty": self.empty,
+        }
+
+
+# --- the run --------------------------------------------------------------------------------------------
 def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
     """Run an RL recipe into ``out`` and return the run directory."""
     o = recipe.optim
     session, trainer_state = open_session(recipe, out, resume, updates_per_step=o.mu * o.minibatches)
-    run, model = session.run, session.model
+    session.model.eval()  # dropout off in every forward (sampling, log-probs, the update); gradients still flow
     task = build_task(recipe.task)
     scorer = Scorer(recipe.reward, task, seed=recipe.seed)
     reference = None
@@ -103,263 +233,193 @@ def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
             reference.load_state_dict(trainer_state["reference_state"])
         reference.requires_grad_(False)
     source = old_logprob_source(recipe, session)
-    run.write_status("running", old_logprobs=source, reference_loaded=reference is not None)
+    session.run.write_status("running", old_logprobs=source, reference_loaded=reference is not None)
     for note in recipe.notes():
         console.print(f"note: {note}", style="dim", highlight=False)
-    try:
-        if session.start_step == 0 and recipe.eval.at_start:
-            eval_and_record(session, task, scorer, 0)
-        progress = step_progress(recipe.name or "rl")
-        with progress:
-            bar = progress.add_task(recipe.name or "rl", total=recipe.steps, completed=session.start_step, status="")
-            for step in range(session.start_step + 1, recipe.steps + 1):
-                row, groups, advantages = _train_step(session, task, scorer, reference, source, step)
-                run.append_metrics(row)
-                if session.should_eval(step):
-                    eval_and_record(session, task, scorer, step)
-                    run.write_samples(step, _sample_rows(groups, advantages))
-                every = recipe.kl.ref_reset_every
-                if reference is not None and every and step % every == 0 and step < recipe.steps:
-                    reference.load_state_dict(model.state_dict())
-                    session.reset_optimizer()
-                    session.state["ref_reset_step"] = step
-                if session.should_checkpoint(step):
-                    extra = {}
-                    if "ref_reset_step" in session.state and reference is not None:
-                        extra["reference_state"] = reference.state_dict()
-                    session.save(step, extra)
-                progress.update(
-                    bar,
-                    completed=step,
-                    status=(
-                        f"reward {fmt(row['reward_mean'])} acc {fmt(row['accuracy'])} "
-                        f"kl {fmt(row['kl_mean'], '.2e')} H {fmt(row['entropy'])} len {fmt(row['len_mean'], '.1f')}"
-                    ),
-                )
-        run.write_status("finished", error=None)
-    except RunFailed as e:
-        run.write_status("failed", error=str(e))
-        raise
-    except KeyboardInterrupt:
-        run.write_status("interrupted", error="interrupted by the user; continue with --resume")
-        raise
-    except BaseException as e:
-        run.write_status("failed", error=f"{type(e).__name__}: {e}")
-        raise
-    finally:
-        scorer.close()
-    return run.root
+    last: dict = {}
+
+    def step(s: int) -> dict:
+        row, last["groups"], last["advantages"] = _train_step(session, task, scorer, reference, source, s)
+        return row
+
+    def reset_reference(s: int) -> None:  # ProRL: pi_ref <- pi and fresh optimiser moments every N steps
+        every = recipe.kl.ref_reset_every
+        if reference is not None and every and s % every == 0 and s < recipe.steps:
+            reference.load_state_dict(session.model.state_dict())
+            session.reset_optimizer()
+            session.state["ref_reset_step"] = s
+
+    def checkpoint_extra() -> dict:
+        if reference is not None and "ref_reset_step" in session.state:
+            return {"reference_state": reference.state_dict()}
+        return {}
+
+    return run_steps(
+        session, task, scorer, recipe.name or "rl", step,
+        status=lambda row: (
+            f"reward {fmt(row['reward_mean'])} acc {fmt(row['accuracy'])} kl {fmt(row['kl_mean'], '.2e')} "
+            f"H {fmt(row['entropy'])} len {fmt(row['len_mean'], '.1f')}"
+        ),
+        after_eval=lambda s: session.run.write_samples(s, _sample_rows(last["groups"], last["advantages"])),
+        after_step=reset_reference,
+        checkpoint_extra=checkpoint_extra,
+    )
 
 
 def _train_step(session: Session, task, scorer, reference, source: str, step: int) -> tuple[dict, list, list[float]]:
+    """One step: rollouts -> log-probs -> shaping -> advantages -> updates; returns (row, groups, advantages)."""
     r = session.recipe
-    model, tok, dev = session.model, session.tokenizer, session.device
     t_step = time.perf_counter()
     groups, rs = collect_rollouts(session, task, scorer, step)
-    g = r.rollout.group_size
-    prompt_ids = [grp.prompt_ids for grp in groups for _ in range(g)]
-    response_ids = [resp for grp in groups for resp in grp.response_ids]
-    finish = [f for grp in groups for f in grp.finish_reasons]
-    n = len(response_ids)
-    row: dict = {"step": step}
+    row = {"step": step, **_rollout_metrics(rs, r.rollout.group_size), "lr": session.scheduler.get_last_lr()[0]}
+    if not groups:  # dynamic sampling found no informative group: the step's update slots pass unused
+        row.update(_empty_step(session))
+        return step_row("rl", {**row, **_timing(rs, 0.0, 0.0, t_step)}), groups, []
+    batch = Batch.from_groups(groups, r.rollout.group_size, session.tokenizer.pad_token_id, session.device)
 
-    # --- 2. behaviour and reference log-probs (no gradient) -----------------------------------------
+    # 2. behaviour and reference log-probs (no gradient)
     t0 = time.perf_counter()
-    full = pack(prompt_ids, response_ids, tok.pad_token_id, dev) if n else None
-    mask = full.response_mask if n else None
-    width = full.response_width if n else 1
     chunks = max(1, r.optim.micro_batches)
-    if n and source == "sampler":
-        old_logp = _pad([lp for grp in groups for lp in grp.logprobs], width, dev)
-    elif n:
-        old_logp = _logprobs_in_chunks(model, prompt_ids, response_ids, tok.pad_token_id, dev, r.rollout.temperature, chunks, session.amp())
+    if source == "sampler":
+        old_logp = _sampler_logprobs(batch)
+    else:
+        old_logp = batch_logprobs(session.model, batch, r.rollout.temperature, chunks, session.amp())
     ref_logp = None
-    if n and reference is not None:
-        ref_logp = _logprobs_in_chunks(reference, prompt_ids, response_ids, tok.pad_token_id, dev, r.rollout.temperature, chunks, session.amp())
+    if reference is not None:
+        ref_logp = batch_logprobs(reference, batch, r.rollout.temperature, chunks, session.amp())
     time_ref = time.perf_counter() - t0
 
-    # --- 3. reward shaping and 4. advantages -------------------------------------------------------
-    lengths = torch.tensor([len(x) for x in response_ids], dtype=torch.float32, device=dev)
-    rewards = torch.tensor([x for grp in groups for x in grp.rewards], dtype=torch.float32, device=dev)
-    shaped = rewards.clone()
-    if n and r.overlong.soft_punish is not None:
-        sp = r.overlong.soft_punish
-        shaped = shaped + soft_overlong_penalty(lengths, r.rollout.max_new_tokens, sp.buffer, sp.factor)
-    kl_tok = None
-    if n and ref_logp is not None:
-        kl_tok = KL_ESTIMATORS[r.kl.estimator](old_logp, ref_logp) * mask
-        if r.kl.placement == "reward":
-            shaped = kl_penalized_rewards(shaped, old_logp, ref_logp, mask, r.kl.beta)
-    adv = (
-        group_advantages(shaped.view(-1, g), r.advantage.baseline, r.advantage.scale, r.advantage.eps).flatten().to(dev)
-        if n
-        else torch.zeros(0, device=dev)
-    )
-    loss_mask = mask.clone() if n else None
-    if n and r.overlong.mask_truncated:
-        truncated = torch.tensor([f == "length" for f in finish], device=dev)
-        loss_mask[truncated] = 0.0
+    # 3. reward shaping and 4. advantages
+    shaped = shape_rewards(r, batch, old_logp, ref_logp)
+    g = batch.group_size
+    adv = group_advantages(shaped.view(-1, g), r.advantage.baseline, r.advantage.scale, r.advantage.eps).flatten()
+    adv = adv.to(batch.device)
+    loss_mask = batch.mask.clone()
+    if r.overlong.mask_truncated:
+        loss_mask[batch.truncated] = 0.0
 
-    # --- 5. updates -----------------------------------------------------------------------------------
+    # 5. updates
     t0 = time.perf_counter()
-    upd = _update(session, reference, prompt_ids, response_ids, old_logp if n else None, ref_logp, adv, loss_mask, mask, step)
+    stats = _update(session, batch, old_logp, ref_logp, adv, loss_mask, step)
     time_update = time.perf_counter() - t0
 
-    # --- 6. metrics -------------------------------------------------------------------------------------
-    sampled = rs.sampled
-    all_correct = [c for grp in sampled for c in grp.correct]
-    all_len = [len(x) for grp in sampled for x in grp.response_ids]
-    all_reasons = [f for grp in sampled for f in grp.finish_reasons]
-    all_rewards = [x for grp in sampled for x in grp.rewards]
-    outcome_counts: dict[str, int] = {}
-    for grp in sampled:
-        for oc in grp.outcomes:
-            outcome_counts[oc] = outcome_counts.get(oc, 0) + 1
-    n_groups = len(groups)
-    zero = zero_spread_groups(shaped.view(-1, g)) if n else torch.zeros(0, dtype=torch.bool)
-    acc_groups = [sum(grp.correct) for grp in sampled]
-    step_time = time.perf_counter() - t_step
-    row.update(
-        {
-            "reward_mean": _mean(all_rewards),
-            "reward_shaped_mean": float(shaped.mean()) if n else None,
-            "accuracy": _mean(all_correct),
-            "kl_mean": float((kl_tok.sum() / mask.sum())) if kl_tok is not None else None,
-            "kl_max": float(kl_tok.max()) if kl_tok is not None else None,
-            "kl_seq_mean": float(kl_tok.sum(dim=1).mean()) if kl_tok is not None else None,
-            "entropy": upd["entropy"],
-            "len_mean": _mean(all_len),
-            "len_correct": _mean(length for length, c in zip(all_len, all_correct) if c),
-            "len_incorrect": _mean(length for length, c in zip(all_len, all_correct) if not c),
-            "truncated_frac": _mean(why == "length" for why in all_reasons),
-            "clip_low_frac": upd["clip_low_frac"],
-            "clip_high_frac": upd["clip_high_frac"],
-            "dual_clip_frac": upd["dual_clip_frac"],
-            "ratio_max": upd["ratio_max"],
-            "ratio_min": upd["ratio_min"],
-            "adv_abs_mean": float(adv.abs().mean()) if n else None,
-            "zero_std_frac": float(zero.float().mean()) if n else None,
-            "zero_std_all_correct_frac": _mean(c == g for c in acc_groups),
-            "zero_std_all_wrong_frac": _mean(c == 0 for c in acc_groups),
-            "filtered_frac": rs.groups_dropped / max(1, len(sampled)),
-            "batch_groups": n_groups,
-            "ds_rounds": rs.rounds,
-            "ds_prompts": rs.prompts_sampled,
-            "loss": upd["loss"],
-            "grad_norm": upd["grad_norm"],
-            "lr": upd["lr"],
-            "updates": upd["updates"],
-            "updates_skipped": upd["skipped"],
-            "outcomes": outcome_counts,
-            "gen_tokens": rs.gen_tokens,
-            "time_sample_s": round(rs.time_sample_s, 4),
-            "time_verify_s": round(rs.time_verify_s, 4),
-            "time_ref_s": round(time_ref, 4),
-            "time_update_s": round(time_update, 4),
-            "step_time_s": round(step_time, 4),
-            "tokens_per_s": round(rs.gen_tokens / rs.time_sample_s, 1) if rs.time_sample_s > 0 else None,
-        }
-    )
-    return row, groups, adv.tolist()
+    # 6. metrics
+    kl_tok = KL_ESTIMATORS[r.kl.estimator](old_logp, ref_logp) * batch.mask if ref_logp is not None else None
+    row.update(stats.metrics())
+    row.update({
+        "reward_shaped_mean": float(shaped.mean()),
+        "kl_mean": float(kl_tok.sum() / batch.mask.sum()) if kl_tok is not None else None,
+        "kl_max": float(kl_tok.max()) if kl_tok is not None else None,
+        "kl_seq_mean": float(kl_tok.sum(dim=1).mean()) if kl_tok is not None else None,
+        "adv_abs_mean": float(adv.abs().mean()),
+        "zero_std_frac": float(zero_spread_groups(shaped.view(-1, g)).float().mean()),
+        "batch_groups": len(groups),
+    })
+    return step_row("rl", {**row, **_timing(rs, time_ref, time_update, t_step)}), groups, adv.tolist()
 
 
-def _update(session: Session, reference, prompt_ids, response_ids, old_logp, ref_logp, adv, loss_mask, mask, step) -> dict:
+def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, step: int) -> UpdateStats:
     """mu passes over the batch in ``minibatches`` optimiser updates, each accumulated over micro-batches."""
-    r = session.recipe
-    o, lo, kl = r.optim, r.loss, r.kl
-    model, tok, dev = session.model, session.tokenizer, session.device
-    n = len(response_ids)
-    stats = {
-        "entropy": None, "clip_low_frac": 0.0, "clip_high_frac": 0.0, "dual_clip_frac": 0.0,
-        "ratio_max": None, "ratio_min": None, "loss": None, "grad_norm": None,
-        "lr": session.scheduler.get_last_lr()[0], "updates": 0, "skipped": 0,
-    }
-    if n == 0:
-        return stats
-    kl_in_loss = kl.placement == "loss" and kl.beta > 0 and ref_logp is not None
-    counted = clip_low = clip_high = dual = 0.0
-    ent_sum = ent_count = 0.0
-    ratio_max, ratio_min = -math.inf, math.inf
-    losses, norms = [], []
-    skips = int(session.state.get("skipped_in_row", 0))
+    o, agg = session.recipe.optim, session.recipe.loss.aggregation
+    stats = UpdateStats()
+    n = len(batch)
     for pass_ in range(o.mu):
         order = torch.arange(n)
         if o.minibatches > 1:
-            perm = step_rng(r.seed, step, "minibatch", pass_).sample(range(n), n)
-            order = torch.tensor(perm)
+            order = torch.tensor(step_rng(session.recipe.seed, step, "minibatch", pass_).sample(range(n), n))
         for mb_idx in order.tensor_split(o.minibatches):
-            if len(mb_idx) == 0:
-                continue
-            z = aggregation_normalizer(loss_mask[mb_idx.to(dev)], lo.aggregation)
+            stats.updates += 1
+            mb_mask = loss_mask[mb_idx.to(batch.device)]
+            # no loss token: the gradient is exactly zero, and a step would still move the weights (momentum)
+            empty = not bool(mb_mask.any())
+            z = aggregation_normalizer(mb_mask, agg)
             session.optimizer.zero_grad(set_to_none=True)
             total = 0.0
-            lengths = [len(prompt_ids[i]) + len(response_ids[i]) for i in range(n)]
-            for idx in length_sorted_chunks(mb_idx, lengths, o.micro_batches):
-                mb = pack([prompt_ids[i] for i in idx], [response_ids[i] for i in idx], tok.pad_token_id, dev)
-                w = mb.response_width
-                didx = idx.to(dev)
-                m_loss, m_all = loss_mask[didx, :w], mask[didx, :w]
-                with session.amp():
-                    logp, ent = response_logprobs(model, mb, r.rollout.temperature, with_entropy=True)
-                log_ratio = RATIOS[lo.ratio](logp, old_logp[didx, :w], m_loss)
-                sur = clipped_surrogate(log_ratio, adv[didx].unsqueeze(1), lo.clip.eps_low, lo.clip.eps_high, lo.clip.dual_clip)
-                tok_loss = sur.loss
-                if kl_in_loss:
-                    tok_loss = tok_loss + kl.beta * KL_ESTIMATORS[kl.estimator](logp, ref_logp[didx, :w])
-                if lo.entropy_coef:
-                    tok_loss = tok_loss - lo.entropy_coef * ent
-                loss = aggregate(tok_loss, m_loss, lo.aggregation, lo.length_constant, normalizer=z)
-                loss.backward()
-                total += float(loss.detach())
-                # statistics over the tokens that count in the loss
-                counted += float(m_loss.sum())
-                clip_low += float((sur.clipped_low * m_loss).sum())
-                clip_high += float((sur.clipped_high * m_loss).sum())
-                dual += float((sur.dual_clipped * m_loss).sum())
-                if bool((m_loss > 0).any()):
-                    sel = sur.ratio[m_loss > 0]
-                    ratio_max = max(ratio_max, float(sel.max()))
-                    ratio_min = min(ratio_min, float(sel.min()))
-                if pass_ == 0:  # entropy of the policy that sampled, over every response token
-                    ent_sum += float((ent.detach() * m_all).sum())
-                    ent_count += float(m_all.sum())
-            gnorm = grad_norm_and_clip(model.parameters(), o.grad_clip)
-            stats["updates"] += 1
-            if math.isfinite(total) and math.isfinite(gnorm):
-                session.optimizer.step()
-                skips = 0
-            else:
-                session.optimizer.zero_grad(set_to_none=True)
-                stats["skipped"] += 1
-                skips += 1
-                session.state["skipped_in_row"] = skips
-                if skips >= o.max_skipped_in_row:
-                    raise RunFailed(
-                        f"{skips} non-finite updates in a row (step {step}: loss {total}, grad norm {gnorm}); "
-                        "lower optim.lr, tighten the clip or add KL"
-                    )
-            with warnings.catch_warnings():  # a skipped update still uses up its slot in the schedule
-                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
-                session.scheduler.step()
-            losses.append(total)
-            norms.append(gnorm)
-    session.state["skipped_in_row"] = skips
-    stats.update(
-        {
-            "entropy": ent_sum / ent_count if ent_count else None,
-            "clip_low_frac": clip_low / counted if counted else 0.0,
-            "clip_high_frac": clip_high / counted if counted else 0.0,
-            "dual_clip_frac": dual / counted if counted else 0.0,
-            "ratio_max": ratio_max if ratio_max > -math.inf else None,
-            "ratio_min": ratio_min if ratio_min < math.inf else None,
-            "loss": _mean(losses),
-            "grad_norm": max(norms) if norms else None,
-        }
-    )
+            for idx in length_sorted_chunks(mb_idx, batch.lengths, o.micro_batches):
+                total += _micro_batch(session, batch, idx, old_logp, ref_logp, adv, loss_mask, z, stats,
+                                      first_pass=pass_ == 0, backward=not empty)
+            if empty:
+                stats.empty += 1
+                schedule_step(session)
+                continue
+            gnorm, applied = apply_update(session, total, step)
+            stats.skipped += not applied
+            stats.losses.append(total)
+            stats.norms.append(gnorm)
     return stats
 
 
-def _sample_rows(groups, advantages: list[float]) -> list[dict]:
+def _micro_batch(session: Session, batch: Batch, idx, old_logp, ref_logp, adv, loss_mask, z, stats: UpdateStats,
+                 first_pass: bool, backward: bool) -> float:
+    """Forward (and backward) one micro-batch of rows ``idx``; returns its share of the minibatch loss."""
+    r = session.recipe
+    mb = batch.pack(idx)
+    w, didx = mb.response_width, idx.to(batch.device)
+    m_loss = loss_mask[didx, :w]
+    with session.amp(), torch.set_grad_enabled(backward):
+        logp, ent = response_logprobs(session.model, mb, r.rollout.temperature, with_entropy=True)
+    ref = ref_logp[didx, :w] if ref_logp is not None else None
+    tok_loss, sur = token_loss(r, logp, ent, old_logp[didx, :w], ref, adv[didx].unsqueeze(1), m_loss)
+    loss = aggregate(tok_loss, m_loss, r.loss.aggregation, r.loss.length_constant, normalizer=z)
+    if backward:
+        loss.backward()
+    stats.add_tokens(sur, m_loss)
+    if first_pass:  # entropy of the policy that sampled, over every response token
+        stats.add_entropy(ent, batch.mask[didx, :w])
+    return float(loss.detach())
+
+
+def _empty_step(session: Session) -> dict:
+    """The update metrics of a step with nothing to train on; its update slots in the schedule pass."""
+    stats = UpdateStats()
+    o = session.recipe.optim
+    for _ in range(o.mu * o.minibatches):
+        stats.updates += 1
+        stats.empty += 1
+        schedule_step(session)
+    return {**stats.metrics(), "reward_shaped_mean": None, "kl_mean": None, "kl_max": None, "kl_seq_mean": None,
+            "adv_abs_mean": None, "zero_std_frac": None, "batch_groups": 0}
+
+
+def _rollout_metrics(rs: RolloutStats, group_size: int) -> dict:
+    """Policy statistics over everything sampled this step (all dynamic-sampling rounds)."""
+    sampled = rs.sampled
+    correct = [c for grp in sampled for c in grp.correct]
+    lengths = [len(x) for grp in sampled for x in grp.response_ids]
+    outcomes: dict[str, int] = {}
+    for grp in sampled:
+        for oc in grp.outcomes:
+            outcomes[oc] = outcomes.get(oc, 0) + 1
+    n_correct = [sum(grp.correct) for grp in sampled]
+    return {
+        "reward_mean": _mean(x for grp in sampled for x in grp.rewards),
+        "accuracy": _mean(correct),
+        "len_mean": _mean(lengths),
+        "len_correct": _mean(n for n, c in zip(lengths, correct) if c),
+        "len_incorrect": _mean(n for n, c in zip(lengths, correct) if not c),
+        "truncated_frac": _mean(f == "length" for grp in sampled for f in grp.finish_reasons),
+        "groups_all_correct_frac": _mean(c == group_size for c in n_correct),
+        "groups_all_wrong_frac": _mean(c == 0 for c in n_correct),
+        "groups_dropped_frac": rs.groups_dropped / max(1, len(sampled)),
+        "ds_rounds": rs.rounds,
+        "ds_prompts": rs.prompts_sampled,
+        "outcomes": outcomes,
+        "gen_tokens": rs.gen_tokens,
+    }
+
+
+def _timing(rs: RolloutStats, time_ref: float, time_update: float, t_step: float) -> dict:
+    return {
+        "time_sample_s": round(rs.time_sample_s, 4),
+        "time_verify_s": round(rs.time_verify_s, 4),
+        "time_ref_s": round(time_ref, 4),
+        "time_update_s": round(time_update, 4),
+        "step_time_s": round(time.perf_counter() - t_step, 4),
+        "tokens_per_s": round(rs.gen_tokens / rs.time_sample_s, 1) if rs.time_sample_s > 0 else None,
+    }
+
+
+def _sample_rows(groups: list[Group], advantages: list[float]) -> list[dict]:
     rows, k = [], 0
     for gi, grp in enumerate(groups):
         for j, text in enumerate(grp.texts):

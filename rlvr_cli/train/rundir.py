@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md §3) and everything that makes a run lose nothing.
+"""The run directory (docs/design.md §3) and everything that makes a run lose nothing.
 
     runs/NAME/
       recipe.yaml          fully resolved recipe

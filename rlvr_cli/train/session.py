@@ -70,7 +70,6 @@ class Session:
     """Last completed step (0 for a fresh run)."""
     state: dict = field(default_factory=dict)
     """Algorithm-specific counters saved with each checkpoint (e.g. skipped updates in a row)."""
-    resumed_from: Path | None = None
 
     def amp(self):
         from contextlib import nullcontext
@@ -146,7 +145,7 @@ def open_session(
     _, autocast_dtype = weights_and_autocast(recipe.model.dtype, device)
     model_ref = str(ckpt[1]) if ckpt else recipe.model.name
     model, tokenizer, resolved = load_model(model_ref, device, recipe.model.dtype)
-    model.train()
+    model.train()  # SFT trains with the model's dropout; RL switches it off (see rl.train_rl)
     total_updates = recipe.steps * updates_per_step
     optimizer = build_optimizer(model.parameters(), recipe.optim)
     scheduler = build_scheduler(optimizer, recipe.optim, total_updates)
@@ -159,7 +158,6 @@ def open_session(
         torch.set_rng_state(trainer_state["torch_rng"].cpu())
         session.start_step = int(trainer_state["step"])
         session.state = dict(trainer_state.get("state", {}))
-        session.resumed_from = ckpt[1]
     else:
         run.write_status("running", model={"ref": recipe.model.name, "path": resolved.path, "kind": resolved.kind})
     return session, trainer_state

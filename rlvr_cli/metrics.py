@@ -1,0 +1,133 @@
+"""The metric names: one table for the step rows, the README glossary, `rlvr compare`'s labels and the tests.
+
+Every key a trainer writes to ``metrics.jsonl`` is a :class:`Metric` here (:func:`step_row` refuses any
+other), the README's metric table is generated from :data:`METRICS` (``python -m rlvr_cli.metrics
+README.md``; a test checks it), and runs written under an older name are read through
+:data:`RENAMED` (:func:`upgrade_row`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    meaning: str
+    label: str
+    """Short name for a plot legend."""
+    algorithms: tuple[str, ...] = ("rl",)
+    timing: bool = False
+    """Wall-clock measurements: vary between identical runs, left out of reproducibility checks."""
+
+
+RL, SFT, BOTH = ("rl",), ("sft",), ("rl", "sft")
+
+METRICS: tuple[Metric, ...] = (
+    Metric("step", "the step number (1-based)", "step", BOTH),
+    Metric("reward_mean", "mean of the recipe's reward (sum_k w_k term_k) over every response sampled this step", "reward (train)"),
+    Metric("reward_shaped_mean", "mean reward after overlong shaping and KL-in-reward, over the trained batch", "shaped reward"),
+    Metric("accuracy", "fraction correct by the task's **true** verifier (whatever reward drives training), all sampled responses", "accuracy (train)"),
+    Metric("kl_mean", "recipe estimator of KL(pi_old ‖ pi_ref) per response token, mean over tokens", "KL mean"),
+    Metric("kl_max", "the same estimator, max over tokens", "KL max"),
+    Metric("kl_seq_mean", "mean over responses of the per-sequence sum of that estimator", "KL per sequence"),
+    Metric("entropy", "mean per-token entropy of the sampling policy (at temperature T) over response tokens, first pass", "entropy"),
+    Metric("len_mean", "response length in tokens (EOS included), all sampled responses", "length"),
+    Metric("len_correct", "response length of the correct responses", "correct"),
+    Metric("len_incorrect", "response length of the incorrect responses", "incorrect"),
+    Metric("truncated_frac", "fraction of sampled responses cut at `max_new_tokens`", "truncated"),
+    Metric("clip_low_frac", "fraction of loss tokens clipped low (A<0, rho<1-eps_low: zero gradient)", "low (1-eps_low)"),
+    Metric("clip_high_frac", "fraction of loss tokens clipped high (A>0, rho>1+eps_high: zero gradient)", "high (1+eps_high)"),
+    Metric("dual_clip_frac", "fraction of loss tokens under the dual clip (A<0, rho>c)", "dual clip"),
+    Metric("ratio_max", "largest token (or sequence) ratio over the loss tokens of all updates of the step", "ratio max"),
+    Metric("ratio_min", "smallest such ratio", "ratio min"),
+    Metric("adv_abs_mean", "mean \\|A\\| over the trained batch", "\\|A\\| mean"),
+    Metric("zero_std_frac", "fraction of trained groups whose shaped rewards have zero spread (A = 0)", "zero spread"),
+    Metric("groups_all_correct_frac", "fraction of sampled groups whose responses are all correct", "all correct"),
+    Metric("groups_all_wrong_frac", "fraction of sampled groups whose responses are all wrong", "all wrong"),
+    Metric("groups_dropped_frac", "dynamic sampling: groups dropped / groups sampled", "dropped"),
+    Metric("batch_groups", "groups trained on", "groups trained"),
+    Metric("ds_rounds", "dynamic sampling: sampling rounds this step", "rounds"),
+    Metric("ds_prompts", "dynamic sampling: prompts drawn this step", "prompts drawn"),
+    Metric("loss", "mean loss over the step's applied updates (RL: the objective; SFT: token-mean NLL)", "loss", BOTH),
+    Metric("grad_norm", "max pre-clip gradient norm over the applied updates", "grad norm", BOTH),
+    Metric("lr", "learning rate of the step's first update", "lr", BOTH),
+    Metric("tokens", "response tokens in the loss", "tokens", SFT),
+    Metric("updates", "optimiser updates this step (mu x minibatches), applied or not", "updates"),
+    Metric("updates_skipped", "updates not applied because the loss or gradient was not finite", "skipped", BOTH),
+    Metric("updates_empty", "updates not applied because the minibatch had no loss token (e.g. all truncated and masked)", "empty"),
+    Metric("outcomes", "counts per verifier outcome (correct / incorrect / unparseable / timeout / error)", "outcomes"),
+    Metric("gen_tokens", "tokens generated this step", "tokens generated"),
+    Metric("time_sample_s", "seconds sampling", "sample s", timing=True),
+    Metric("time_verify_s", "seconds verifying", "verify s", timing=True),
+    Metric("time_ref_s", "seconds on behaviour and reference log-probs", "log-prob s", timing=True),
+    Metric("time_update_s", "seconds in the optimiser updates", "update s", timing=True),
+    Metric("step_time_s", "seconds for the whole step", "step s", BOTH, timing=True),
+    Metric("tokens_per_s", "sampling throughput", "tokens/s", timing=True),
+)
+BY_NAME = {m.name: m for m in METRICS}
+
+RENAMED = {
+    "zero_std_all_correct_frac": "groups_all_correct_frac",
+    "zero_std_all_wrong_frac": "groups_all_wrong_frac",
+    "filtered_frac": "groups_dropped_frac",
+    "update_skipped": "updates_skipped",
+}
+"""Old name -> current name, for runs written before the rename (read by `rlvr compare`)."""
+
+TIMING = frozenset(m.name for m in METRICS if m.timing)
+
+
+def names(algorithm: str) -> list[str]:
+    """The keys of one step row of ``algorithm`` (`rl` or `sft`), in table order."""
+    return [m.name for m in METRICS if algorithm in m.algorithms]
+
+
+def label(name: str) -> str:
+    """The legend name of a metric (the name itself for one not in the table)."""
+    m = BY_NAME.get(name)
+    return m.label if m else name
+
+
+def step_row(algorithm: str, values: dict) -> dict:
+    """A metrics.jsonl row: exactly the table's keys for ``algorithm``, in table order."""
+    want = names(algorithm)
+    if set(values) != set(want):
+        raise KeyError(f"{algorithm} step row: missing {sorted(set(want) - set(values))}, "
+                       f"not in rlvr_cli/metrics.py {sorted(set(values) - set(want))}")
+    return {k: values[k] for k in want}
+
+
+def upgrade_row(row: dict) -> dict:
+    """A row of an older run under the current names (``update_skipped: true`` counts as 1 skipped)."""
+    out = {}
+    for k, v in row.items():
+        new = RENAMED.get(k, k)
+        if k == "update_skipped" and isinstance(v, bool):
+            v = int(v)
+        out.setdefault(new, v)
+    return out
+
+
+def markdown_table() -> str:
+    lines = ["| key | algorithm | meaning |", "|---|---|---|"]
+    for m in METRICS:
+        lines.append(f"| `{m.name}` | {', '.join(m.algorithms)} | {m.meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+START, END = "<!-- METRICS:START -->", "<!-- METRICS:END -->"
+
+
+def update_readme(path: str = "README.md") -> bool:
+    """Rewrite the metric table between the README's markers; True when it changed."""
+    from rlvr_cli.io import rewrite_between_markers
+
+    return rewrite_between_markers(path, START, END, markdown_table())
+
+
+if __name__ == "__main__":  # python -m rlvr_cli.metrics README.md
+    import sys
+
+    print("updated" if update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md") else "up to date")

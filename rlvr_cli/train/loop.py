@@ -1,0 +1,102 @@
+"""The run skeleton RL and SFT share: status, eval at start, progress, eval and checkpoint cadence,
+and one optimiser update with non-finite skipping.
+
+A trainer supplies only its step (``step_fn(step) -> metrics row``) and a few hooks; everything a run
+does around its steps is here, so the two algorithms cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from rlvr_cli.errors import RunFailed
+from rlvr_cli.train.evalhook import eval_and_record
+from rlvr_cli.train.optim import grad_norm_and_clip
+from rlvr_cli.train.progress import step_progress
+from rlvr_cli.train.session import Session
+
+
+def run_steps(
+    session: Session,
+    task,
+    scorer,
+    label: str,
+    step_fn: Callable[[int], dict],
+    status: Callable[[dict], str],
+    after_eval: Callable[[int], None] | None = None,
+    after_step: Callable[[int], None] | None = None,
+    checkpoint_extra: Callable[[], dict] | None = None,
+) -> Path:
+    """Run steps start_step+1 .. recipe.steps and return the run directory.
+
+    Per step: ``step_fn`` -> metrics line; on the eval cadence an evaluation, then ``after_eval``;
+    ``after_step``; on the checkpoint cadence a checkpoint with ``checkpoint_extra()``. The run's
+    status ends as finished, failed (with the error) or interrupted; the scorer is always closed.
+    """
+    run, recipe = session.run, session.recipe
+    try:
+        if session.start_step == 0 and recipe.eval.at_start:
+            eval_and_record(session, task, scorer, 0)
+        progress = step_progress(label)
+        with progress:
+            bar = progress.add_task(label, total=recipe.steps, completed=session.start_step, status="")
+            for step in range(session.start_step + 1, recipe.steps + 1):
+                row = step_fn(step)
+                run.append_metrics(row)
+                if session.should_eval(step):
+                    eval_and_record(session, task, scorer, step)
+                    if after_eval:
+                        after_eval(step)
+                if after_step:
+                    after_step(step)
+                if session.should_checkpoint(step):
+                    session.save(step, checkpoint_extra() if checkpoint_extra else None)
+                progress.update(bar, completed=step, status=status(row))
+        run.write_status("finished", error=None)
+    except RunFailed as e:
+        run.write_status("failed", error=str(e))
+        raise
+    except KeyboardInterrupt:
+        run.write_status("interrupted", error="interrupted by the user; continue with --resume")
+        raise
+    except BaseException as e:
+        run.write_status("failed", error=f"{type(e).__name__}: {e}")
+        raise
+    finally:
+        scorer.close()
+    return run.root
+
+
+def schedule_step(session: Session) -> None:
+    """Advance the lr schedule by one update slot (a skipped or empty update uses up its slot too)."""
+    with warnings.catch_warnings():  # torch warns when the scheduler steps without an optimiser step
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+        session.scheduler.step()
+
+
+def apply_update(session: Session, loss: float, step: int) -> tuple[float, bool]:
+    """Clip and apply the accumulated gradient unless the loss or its norm is not finite.
+
+    Returns (pre-clip grad norm, applied). A non-finite update is dropped (gradients zeroed) and
+    counted in ``session.state["skipped_in_row"]``; ``optim.max_skipped_in_row`` in a row fail the run.
+    """
+    o = session.recipe.optim
+    gnorm = grad_norm_and_clip(session.model.parameters(), o.grad_clip)
+    applied = math.isfinite(loss) and math.isfinite(gnorm)
+    if applied:
+        session.optimizer.step()
+        session.state["skipped_in_row"] = 0
+    else:
+        session.optimizer.zero_grad(set_to_none=True)
+        skips = int(session.state.get("skipped_in_row", 0)) + 1
+        session.state["skipped_in_row"] = skips
+        if skips >= o.max_skipped_in_row:
+            raise RunFailed(
+                f"{skips} non-finite updates in a row (step {step}: loss {loss}, grad norm {gnorm}); "
+                "lower optim.lr, tighten the clip or add KL"
+            )
+    schedule_step(session)
+    return gnorm, applied

@@ -1,0 +1,146 @@
+"""Record (or check) the trainer's numbers on short runs: the guard that a refactor changed nothing.
+
+    python tests/golden/make_golden.py record [NAME ...]   # write tests/golden/runs/NAME.json
+    python tests/golden/make_golden.py check  [NAME ...]   # compare against them (max abs difference)
+
+Each run is 3-4 steps of a shipped preset, or of one recipe per axis of the loop (dynamic sampling, KL
+in the reward, masked truncations, mu > 1 with minibatches, micro-batches, reference reset, resume
+mid-run, SFT), on the built-in warm-started model with a handful of prompts, so each takes seconds.
+What is recorded: every metrics.jsonl row and every eval/step_N.json, timing fields aside.
+`tests/test_golden.py` re-runs a couple of them in the test suite.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "runs"
+TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s", "sample_s"}
+SMALL = [
+    "rollout.prompts_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=24", "steps=3",
+    "eval.n=2", "eval.num_prompts=4", "eval.every=0", "checkpoint.every=0",
+]
+GOLDEN: dict[str, tuple[str, list[str]]] = {
+    "grpo": ("grpo", []),
+    "dr_grpo": ("dr_grpo", []),
+    "dapo": ("dapo", []),
+    "gspo": ("gspo", []),
+    "grpo_kl_in_reward": ("grpo_kl_in_reward", []),
+    "dynamic_sampling": ("grpo", ["dynamic_sampling.enabled=true", "dynamic_sampling.max_rounds=3"]),
+    "kl_in_reward_k1": ("grpo", ["kl.placement=reward", "kl.estimator=k1", "kl.beta=0.1"]),
+    "mask_truncated": ("grpo", ["overlong.mask_truncated=true", "rollout.max_new_tokens=16", "optim.lr=0.02",
+                               "rollout.prompts_per_step=4", "steps=4"]),
+    "mu2_minibatches3": ("grpo", ["optim.mu=2", "optim.minibatches=3"]),
+    "micro_batches3": ("grpo", ["optim.micro_batches=3", "optim.minibatches=1"]),
+    "ref_reset": ("grpo", ["steps=4", "kl.ref_reset_every=2"]),
+    "resume_mid_run": ("grpo", ["steps=4", "checkpoint.every=2", "kl.ref_reset_every=2"]),
+    "sft": ("base_sft", ["model.name=builtin:tiny-init", "steps=3", "sft.batch_size=6", "optim.micro_batches=2"]),
+}
+
+
+def _rows(run: Path) -> dict:
+    from rlvr_cli.train.rundir import RunDir
+
+    metrics = [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(run).read_metrics()]
+    evals = {}
+    for f in sorted((run / "eval").glob("step_*.json")):
+        e = json.loads(f.read_text())
+        evals[str(e["step"])] = {k: v for k, v in e.items() if k not in TIMING and k != "model"}
+    return {"metrics": metrics, "eval": evals}
+
+
+ADDED_SINCE_RECORDING = {"updates_empty"}
+"""Metrics the trainer logs that the recordings predate (compared only where a recording has them)."""
+
+
+def comparable(recorded: dict, got: dict) -> tuple[dict, dict]:
+    """The recording and a new run in the same names: the recording's old metric names are read as
+    `rlvr compare` reads old runs (rlvr_cli.metrics.RENAMED), metrics added since it are left out."""
+    from rlvr_cli.metrics import upgrade_row
+
+    old = [upgrade_row(row) for row in recorded["metrics"]]
+
+    def trim(row: dict, like: dict) -> dict:
+        return {k: v for k, v in row.items() if k in like or k not in ADDED_SINCE_RECORDING}
+
+    rows = [trim(g, w) for g, w in zip(got["metrics"], old)] + got["metrics"][len(old):]
+    return {**recorded, "metrics": old}, {**got, "metrics": rows}
+
+
+def run_golden(name: str, workdir: Path) -> dict:
+    """Train the golden run ``name`` into ``workdir`` and return its recorded numbers."""
+    from rlvr_cli.models import resolve_model_ref
+    from rlvr_cli.recipe.load import load_recipe
+    from rlvr_cli.train.rl import train_rl
+    from rlvr_cli.train.sft import train_sft
+    from rlvr_cli.warm_start import ensure_built
+
+    ensure_built("builtin:tiny")
+
+    base, sets = GOLDEN[name]
+    model = [] if base.startswith("base_sft") else [f"model.name={resolve_model_ref('builtin:tiny').path}"]
+    recipe = load_recipe(base, [*model, *SMALL, *sets])
+    out = workdir / name
+    if recipe.algorithm == "sft":
+        train_sft(recipe, out)
+        return _rows(out)
+    train_rl(recipe, out)
+    if name == "resume_mid_run":  # drop the last checkpoint and continue from step 2: steps 3-4 again
+        shutil.rmtree(out / "checkpoints" / "step_4")
+        train_rl(recipe, out, resume=True)
+    return _rows(out)
+
+
+def max_difference(a, b, path: str = "") -> tuple[float, str]:
+    """Largest absolute difference between two recorded structures, and where (inf on a shape change)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return math.inf, f"{path}: keys {sorted(set(a) ^ set(b))}"
+        worst = (0.0, "")
+        for k in a:
+            worst = max(worst, max_difference(a[k], b[k], f"{path}.{k}"), key=lambda t: t[0])
+        return worst
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return math.inf, f"{path}: length {len(a)} vs {len(b)}"
+        worst = (0.0, "")
+        for i, (x, y) in enumerate(zip(a, b)):
+            worst = max(worst, max_difference(x, y, f"{path}[{i}]"), key=lambda t: t[0])
+        return worst
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return (0.0, "") if a == b else (math.inf, f"{path}: {a!r} vs {b!r}")
+    if math.isnan(a) and math.isnan(b):
+        return 0.0, ""
+    return abs(a - b), path
+
+
+def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(HERE.parents[1]))  # this checkout's rlvr_cli, not an installed one
+    import torch
+
+    torch.set_num_threads(1)
+    mode, names = argv[0], argv[1:] or list(GOLDEN)
+    RUNS.mkdir(exist_ok=True)
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            got = run_golden(name, Path(tmp))
+            target = RUNS / f"{name}.json"
+            if mode == "record":
+                target.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+                print(f"{name}: recorded {len(got['metrics'])} steps")
+            else:
+                diff, where = max_difference(*comparable(json.loads(target.read_text()), got))
+                bad += diff > 1e-6
+                print(f"{name}: max |diff| {diff:.3g} {where}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
