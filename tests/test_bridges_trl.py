@@ -4,12 +4,15 @@ run's ``trainer_state.json`` reads back into `rlvr compare`."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
 trl = pytest.importorskip("trl", reason="the `trl` extra is not installed")
 
 from rlvr_cli.bridges import export_recipe  # noqa: E402
+from rlvr_cli.cli.export import render  # noqa: E402
 from rlvr_cli.recipe.load import list_shipped, load_recipe  # noqa: E402
 
 RL_PRESETS = [name for name, path in list_shipped() if load_recipe(str(path)).algorithm == "rl"]
@@ -93,6 +96,8 @@ def trl_run(tmp_path_factory):
     )
     exp = export_recipe(r, "trl")
     settings = dict(exp.settings, output_dir=str(out))
+    out.mkdir(parents=True)
+    (out / "rlvr_export.yaml").write_text(render(exp, r, "grpo"))  # what labels the run in `rlvr compare`
     trainer = trl.GRPOTrainer(args=trl.GRPOConfig(**settings), **trainer_inputs(r))
     trainer.train()
     trainer.save_state()  # trainer_state.json (log_history) in output_dir
@@ -107,3 +112,27 @@ def test_grpo_trainer_runs_two_steps(trl_run):
     assert len(logged) == 2  # one log row per rlvr step
     assert all(0.0 <= h["rlvr/accuracy"] <= 1.0 for h in logged)
     assert (out / "trainer_state.json").is_file()
+
+
+def test_trl_run_reads_into_compare(trl_run, tmp_path, cli):
+    from rlvr_cli.bridges.import_logs import load_trl
+
+    out, trainer = trl_run
+    run = load_trl(out)
+    assert list(run.metrics.index) == [1, 2]  # TRL's updates 2 and 4 are rlvr steps 1 and 2
+    assert run.recipe["framework"] == "trl" and run.recipe["rollout"]["group_size"] == 4
+    logged = [h for h in trainer.state.log_history if "reward" in h]
+    assert run.metrics["reward_mean"].tolist() == pytest.approx([h["reward"] for h in logged])
+    assert run.metrics["len_mean"].tolist() == pytest.approx([h["completions/mean_length"] for h in logged])
+    for name in ("accuracy", "entropy", "truncated_frac", "clip_low_frac"):
+        assert name in run.metrics.columns
+    assert "completions/max_length" in run.metrics.columns  # unknown names are kept as they are
+
+    broken = tmp_path / "broken-trl"
+    broken.mkdir()
+    (broken / "trainer_state.json").write_text("{not json")
+    res = cli("compare", str(out), str(broken), "--out", str(tmp_path / "cmp"))
+    assert res.code == 0, res.stderr
+    summary = json.loads((tmp_path / "cmp" / "summary.json").read_text())
+    assert len(summary["runs"]) == 1
+    assert any("broken-trl" in s["path"] and "trainer_state.json" in s["reason"] for s in summary["skipped"])
