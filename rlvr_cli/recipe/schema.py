@@ -423,6 +423,19 @@ class CheckpointSpec(Strict):
     """Keep only the newest N checkpoints (null = keep all)."""
 
 
+class TrackersSpec(Strict):
+    """Optional sinks beside metrics.jsonl, which stays the source of truth (rlvr_cli/trackers.py)."""
+
+    tensorboard: bool = False
+    """TensorBoard event files in RUN_DIR/tensorboard (extra `tensorboard`); view with `tensorboard --logdir runs/`."""
+    wandb: bool = False
+    """Weights & Biases in offline mode under RUN_DIR/wandb (extra `wandb`); upload later with `wandb sync`."""
+    trackio: bool = False
+    """trackio's local store (TRACKIO_DIR, default ~/.cache/huggingface/trackio; extra `trackio`); view with `trackio show`."""
+    project: str = "rlvr"
+    """Project name in W&B and trackio (the run is named after its run directory)."""
+
+
 # --- the recipe ----------------------------------------------------------------------------------
 class Recipe(Strict):
     """A fully resolved recipe: what `rlvr recipes show` prints and every run saves."""
@@ -456,6 +469,7 @@ class Recipe(Strict):
     sft: SFTSpec = Field(default_factory=SFTSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    trackers: TrackersSpec = Field(default_factory=TrackersSpec)
 
     @model_validator(mode="after")
     def _resolve_and_cross_check(self):
