@@ -11,7 +11,7 @@ The allowed values of the algorithm axes are the ``Literal`` aliases below; the 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -22,7 +22,7 @@ RatioLevel = Literal["token", "sequence"]
 Aggregation = Literal["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"]
 KLPlacement = Literal["loss", "reward", "none"]
 KLEstimator = Literal["k1", "k2", "k3"]
-VerifierName = Literal["task", "integer", "math", "countdown", "code"]
+VerifierName = Literal["task", "integer", "math", "countdown", "code", "reasoning_gym"]
 Schedule = Literal["constant", "linear", "cosine"]
 
 
@@ -152,7 +152,30 @@ class DatasetTask(Strict):
         return self
 
 
-TaskSpec = Annotated[Union[ArithmeticTask, CountdownTask, DatasetTask], Field(discriminator="name")]
+class ReasoningGymTask(Strict):
+    """A procedural generator of reasoning-gym, scored by its own scorer in the verifier pool (extra `reasoning-gym`; rlvr_cli/tasks/reasoning_gym.py)."""
+
+    name: Literal["reasoning_gym"] = "reasoning_gym"
+    """Task kind."""
+    dataset: str
+    """reasoning-gym generator name, e.g. `countdown`, `basic_arithmetic`, `gsm_symbolic`, `chain_sum`."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the generator (its own configuration fields, e.g. `min_numbers: 3`)."""
+    num_eval: int = Field(256, ge=1, le=100_000)
+    """Size of the held-out set (items 0..num_eval-1 of the generator seeded with split_seed)."""
+    num_train: int = Field(10_000, ge=1, le=10_000_000)
+    """Size of the training pool (a second generator seeded with split_seed + 1; held-out questions are skipped)."""
+    split_seed: int = 1234
+    """Seed of the held-out generator (shared by every run so evaluations line up)."""
+    prompt_template: str = "{question}\nGive your final answer inside <answer></answer> tags.\n"
+    """Python format string over `question`; the verifier reads the last <answer>...</answer>."""
+    chat_template: bool = False
+    """Wrap the prompt in the tokenizer's chat template (instruction-tuned models)."""
+    correct_threshold: float = Field(1.0, gt=0, le=1)
+    """A response is `correct` when the generator's score is at least this (its scorers give partial credit)."""
+
+
+TaskSpec = Annotated[Union[ArithmeticTask, CountdownTask, DatasetTask, ReasoningGymTask], Field(discriminator="name")]
 
 
 # --- rollout -------------------------------------------------------------------------------------

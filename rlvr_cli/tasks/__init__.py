@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rlvr_cli.tasks.base import Problem, Task, TraceTask, stable_hash
 
-TASK_NAMES = ("arithmetic", "countdown", "dataset")
+TASK_NAMES = ("arithmetic", "countdown", "dataset", "reasoning_gym")
 
 
 def build_task(spec) -> Task:
@@ -27,6 +27,10 @@ def build_task(spec) -> Task:
         from rlvr_cli.tasks.countdown import CountdownTask
 
         return CountdownTask(spec)
+    if spec.name == "reasoning_gym":
+        from rlvr_cli.tasks.reasoning_gym import ReasoningGymTask
+
+        return ReasoningGymTask(spec)
     from rlvr_cli.tasks.dataset import DatasetTask
 
     return DatasetTask(spec)
