@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 START, END = "<!-- EXPORT-WARNINGS:START -->", "<!-- EXPORT-WARNINGS:END -->"
 
 
@@ -36,14 +34,9 @@ def markdown() -> str:
 
 
 def update_readme(path: str = "README.md") -> bool:
-    p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{markdown()}{END}{tail}"
-    if new != text:
-        p.write_text(new, encoding="utf-8")
-    return new != text
+    from rlvr_cli.recipe import docs
+
+    return docs.update_readme(path, START, END, markdown())
 
 
 if __name__ == "__main__":  # python -m rlvr_cli.bridges.docs README.md

@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from rlvr_cli.compare.load import RUN_MARKERS, Run, RunUnreadable, Skipped, _to_frames
+from rlvr_cli.compare.variants import _nested as nested_value
 
 TRL_METRICS = {
     "reward": "reward_mean",
@@ -201,12 +202,8 @@ def verl_recipe(cfg: dict) -> dict:
     """rlvr's view of a verl trainer config (the fields rlvr has a name for)."""
 
     def get(dotted: str, default=None):
-        node = cfg
-        for part in dotted.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        return node
+        value = nested_value(cfg, dotted)
+        return default if value is None else value
 
     agg = {"seq-mean-token-mean": "seq_mean_token_mean", "token-mean": "token_mean", "seq-mean-token-sum-norm": "seq_mean_token_sum_norm"}
     kl_types = {"kl": "k1", "k1": "k1", "mse": "k2", "k2": "k2", "low_var_kl": "k3", "k3": "k3"}
@@ -242,6 +239,17 @@ def verl_recipe(cfg: dict) -> dict:
     }
 
 
+def _verl_line(line: str) -> dict | str:
+    """One file-logger line as ``{"step": int, "data": dict}``, or what is wrong with it."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        return f"not valid JSON ({e.msg})"
+    if isinstance(obj, dict) and isinstance(obj.get("step"), int) and isinstance(obj.get("data"), dict):
+        return obj
+    return 'not a verl file-logger line {"step": N, "data": {...}}'
+
+
 def load_verl(path: Path) -> Run:
     warnings: list[str] = []
     try:
@@ -250,19 +258,12 @@ def load_verl(path: Path) -> Run:
         raise RunUnreadable(f"{path.name} unreadable: {' '.join(str(e).split())[:200]}") from None
     rows: dict[int, dict] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            warnings.append(f"{path.name} line {lineno}: not valid JSON ({e.msg}); skipped")
-            continue
-        if not (isinstance(obj, dict) and isinstance(obj.get("step"), int) and isinstance(obj.get("data"), dict)):
-            warnings.append(f"{path.name} line {lineno}: not a verl file-logger line {{\"step\": N, \"data\": {{...}}}}; skipped")
-            continue
-        row = rows.setdefault(obj["step"], {"step": obj["step"]})
-        for k, v in obj["data"].items():
-            row[VERL_METRICS.get(k, k)] = v
+        obj = _verl_line(line) if line.strip() else None
+        if isinstance(obj, str):
+            warnings.append(f"{path.name} line {lineno}: {obj}; skipped")
+        elif obj is not None:
+            row = rows.setdefault(obj["step"], {"step": obj["step"]})
+            row.update({VERL_METRICS.get(k, k): v for k, v in obj["data"].items()})
     cfg = _verl_config(path, warnings)
     if cfg is None:
         warnings.append("no .hydra/config.yaml beside the log: variant unknown")

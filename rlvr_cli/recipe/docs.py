@@ -78,15 +78,15 @@ def markdown_table() -> str:
 START, END = "<!-- FIELDS:START -->", "<!-- FIELDS:END -->"
 
 
-def update_readme(path: str = "README.md") -> bool:
-    """Rewrite the field table between the README's markers; True when it changed."""
+def update_readme(path: str = "README.md", start: str = START, end: str = END, body: str | None = None) -> bool:
+    """Rewrite the field table (or ``body``) between the README's markers; True when it changed."""
     from pathlib import Path
 
     p = Path(path)
     text = p.read_text(encoding="utf-8")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{markdown_table()}{END}{tail}"
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    new = f"{head}{start}\n{markdown_table() if body is None else body}{end}{tail}"
     if new != text:
         p.write_text(new, encoding="utf-8")
     return new != text
