@@ -77,3 +77,14 @@ def test_compare_labels_and_skips(tmp_path, cli):
     labels = " ".join(v["label"] for v in summary["variants"])
     assert "eps_high" in labels
     assert (tmp_path / "cmp" / "compare.png").is_file()
+
+
+def test_verl_reward_function_uses_rlvrs_verifiers():
+    from rlvr_cli.bridges.verl_reward import compute_score
+
+    assert compute_score("arithmetic", "12,13,6#632", "632") == {"score": 1.0, "acc": 1.0, "outcome": "correct"}
+    assert compute_score("arithmetic", "#632=631", "632")["outcome"] == "incorrect"
+    assert compute_score("countdown", "#(5*3)+7", '{"numbers": [3, 5, 7], "target": 22}')["score"] == 1.0
+    # a dataset answer: no marker, extracted from \boxed{} (through the worker pool for math)
+    assert compute_score("math", "so \\boxed{\\frac{1}{2}}", "0.5")["acc"] == 1.0
+    assert compute_score("integer", "#### 18", "18")["score"] == 1.0

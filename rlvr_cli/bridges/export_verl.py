@@ -97,6 +97,7 @@ def _batch(r, w: Warnings) -> dict:
     if p % m != 0:
         w.add("optim.minibatches", f"verl splits the batch by prompts: {p} prompts do not split into {m} minibatches; exported one")
     ro = r.rollout
+    micro = max(1, mini * ro.group_size // r.optim.micro_batches)
     out = {
         "data.train_batch_size": p,
         "data.max_response_length": ro.max_new_tokens,
@@ -107,8 +108,13 @@ def _batch(r, w: Warnings) -> dict:
         f"{ROLLOUT}.response_length": ro.max_new_tokens,
         f"{ACTOR}.ppo_epochs": r.optim.mu,
         f"{ACTOR}.ppo_mini_batch_size": mini,
+        # micro batches (responses per forward pass) change memory, not the gradient
+        f"{ACTOR}.ppo_micro_batch_size_per_gpu": micro,
+        f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
         "trainer.total_training_steps": r.steps,
         f"{ACTOR}.data_loader_seed": r.seed,
+        "data.seed": r.seed,
     }
     if ro.old_logprobs == "sampler":
         w.add("rollout.old_logprobs", "verl recomputes the behaviour log-probs with the actor (the rollout engine's are not used)")
@@ -175,11 +181,13 @@ def export_verl(r) -> Export:
         **_optim(r, w),
         **_shaping(r, w),
         "trainer.experiment_name": r.name or "rlvr",
+        "trainer.logger": ["console", "file"],  # the file logger's JSONL is what `rlvr compare` reads back
         "trainer.save_freq": r.checkpoint.every if r.checkpoint.every else -1,
         "trainer.test_freq": r.eval.every if r.eval.every else -1,
         "trainer.val_before_train": r.eval.at_start,
     }
     notes = [
+        "still to set: actor_rollout_ref.rollout.name (vllm or sglang), trainer.n_gpus_per_node, data.train_files / data.val_files (parquet from verl's data scripts)",
         "reward: reward.custom_reward_function.path=<rlvr_cli/bridges/verl_reward.py> reward.custom_reward_function.name=compute_score (data_source = the task name, ground_truth = the gold answer)",
         "eval.*: verl validates mean reward on data.val_files, not pass@k; run `rlvr eval` on its checkpoints",
     ]

@@ -3,8 +3,9 @@
 verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info)`` per response
 (``reward.custom_reward_function.path=<this file> reward.custom_reward_function.name=compute_score``).
 ``data_source`` names the verifier (``integer``, ``math``, ``countdown``, ``code``, or a built-in task
-name: ``arithmetic`` -> integer); ``extra_info`` may carry ``marker`` (the task's answer marker, ``#``
-for the built-in tasks). Checks that are not bounded in-process (math with sympy, code) run in rlvr's
+name: ``arithmetic`` -> integer, ``countdown``); ``extra_info`` may carry ``marker``, the answer marker
+(default ``#`` for the built-in task names, none otherwise: the answer is then extracted from
+``\boxed{}``, ``####`` or the last number). Checks that are not bounded in-process (math with sympy, code) run in rlvr's
 verifier worker pool under its hard time limit. Returns ``{"score": 0/1, "acc": 0/1, "outcome": ...}``,
 so ``algorithm.filter_groups.metric=acc`` (DAPO dynamic sampling) can read it.
 """
@@ -35,7 +36,8 @@ class _LazyPool:
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **_) -> dict:
     info = extra_info or {}
     name = TASK_VERIFIERS.get(data_source, data_source)
-    options = {"marker": info.get("marker", "#"), "extract": tuple(_SPEC.extract), "rel_tol": _SPEC.math_rel_tol}
+    marker = info.get("marker", "#" if data_source in TASK_VERIFIERS else "")
+    options = {"marker": marker, "extract": tuple(_SPEC.extract), "rel_tol": _SPEC.math_rel_tol}
     check = Check(name, solution_str, str(ground_truth), options_for(name, options), _SPEC.timeout_s)
     out = run_checks([check], _LazyPool())[0]
     ok = 1.0 if out.outcome == "correct" else 0.0
