@@ -72,11 +72,12 @@ def _objective(r, w: Warnings) -> dict:
         "epsilon": lo.clip.eps_low,
         "epsilon_high": lo.clip.eps_high,
         "delta": lo.clip.dual_clip,
-        "entropy_coef": lo.entropy_coef,
         "top_entropy_quantile": 1.0,
         "mask_truncated_completions": r.overlong.mask_truncated,
         "beta": kl.beta if kl.placement == "loss" else 0.0,
     }
+    if lo.entropy_coef:
+        out["entropy_coef"] = lo.entropy_coef  # a GRPOConfig field since TRL 1.x; left out at 0 for older TRL
     if a.baseline != "group_mean":
         w.add("advantage.baseline", f"TRL's GRPO always subtracts the group mean; `{a.baseline}` is not available (leave-one-out is G/(G-1) times the group-mean advantage)")
     if a.scale != "none" and a.eps != TRL_STD_EPS:
