@@ -113,7 +113,7 @@ def test_remedy_arms_differ_from_the_collapse_config_in_one_axis_each():
     base = load_recipe("experiments/remedies/baseline")
     collapse = load_recipe("experiments/entropy/collapse")
     assert (base.kl.placement, base.loss.clip.eps_high, base.optim.mu, base.optim.minibatches) == ("none", 0.2, 2, 2)
-    assert base.optim.lr == collapse.optim.lr and base.steps == collapse.steps
+    assert base.optim.lr == collapse.optim.lr and base.eval.every == collapse.eval.every and base.steps == 100
     arms = {name: load_recipe(f"experiments/remedies/{name}") for name in REMEDIES}
     assert arms["clip_higher"].loss.clip.eps_high == 0.28
     assert arms["kl_loss"].kl.placement == "loss" and arms["kl_loss"].kl.beta > 0
