@@ -91,6 +91,22 @@ EXPERIMENTS = [
         compare_args=["--label-by", "name"],
     ),
     Experiment(
+        "remedies",
+        {
+            name: f"recipes/experiments/remedies/{name}.yaml"
+            for name in ("baseline", "clip_higher", "kl_loss", "entropy_bonus", "top_entropy", "clip_cov", "kl_cov",
+                         "pkpo_k4", "passk_adv")
+        },
+    ),
+    Experiment(
+        "mismatch",
+        {
+            name: f"recipes/experiments/mismatch/{name}.yaml"
+            for name in ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask",
+                         "token_truncate_tight", "sequence_mask_tight")
+        },
+    ),
+    Experiment(
         "prorl",
         {"no_reset": "recipes/experiments/prorl/no_reset.yaml", "reset": "recipes/experiments/prorl/reset.yaml"},
     ),

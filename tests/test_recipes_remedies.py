@@ -105,7 +105,7 @@ def test_note_when_analytic_passk_overrides_baseline_and_scale():
     assert "both are ignored" not in _notes({"advantage": pk})
 
 
-REMEDIES = ["baseline", "clip_higher", "kl_loss", "entropy_bonus", "top_entropy", "clip_cov", "kl_cov", "pkpo_k8",
+REMEDIES = ["baseline", "clip_higher", "kl_loss", "entropy_bonus", "top_entropy", "clip_cov", "kl_cov", "pkpo_k4",
             "passk_adv"]
 
 
@@ -113,7 +113,7 @@ def test_remedy_arms_differ_from_the_collapse_config_in_one_axis_each():
     base = load_recipe("experiments/remedies/baseline")
     collapse = load_recipe("experiments/entropy/collapse")
     assert (base.kl.placement, base.loss.clip.eps_high, base.optim.mu, base.optim.minibatches) == ("none", 0.2, 2, 2)
-    assert base.optim.lr == collapse.optim.lr and base.steps == collapse.steps
+    assert base.optim.lr == collapse.optim.lr and base.eval.every == collapse.eval.every and base.steps == 100
     arms = {name: load_recipe(f"experiments/remedies/{name}") for name in REMEDIES}
     assert arms["clip_higher"].loss.clip.eps_high == 0.28
     assert arms["kl_loss"].kl.placement == "loss" and arms["kl_loss"].kl.beta > 0
@@ -121,7 +121,7 @@ def test_remedy_arms_differ_from_the_collapse_config_in_one_axis_each():
     assert arms["top_entropy"].loss.top_entropy_quantile == 0.2
     assert arms["clip_cov"].loss.cov_penalty.type == "clip_cov"
     assert arms["kl_cov"].loss.cov_penalty.type == "kl_cov"
-    assert (arms["pkpo_k8"].advantage.passk.method, arms["pkpo_k8"].advantage.passk.k) == ("pkpo", 8)
+    assert (arms["pkpo_k4"].advantage.passk.method, arms["pkpo_k4"].advantage.passk.k) == ("pkpo", 4)
     assert arms["passk_adv"].advantage.passk.method == "analytic"
 
 
@@ -152,14 +152,17 @@ def test_documented_example_loads(tmp_path):
     assert r.loss.cov_penalty.clip_ratio == 0.001 and r.rollout.is_correction.cap == 3.0
 
 
-def test_notes_say_which_set_fields_the_loop_does_not_apply_yet():
-    from rlvr_cli.recipe.schema import NOT_YET_WIRED
+def test_note_when_pkpo_with_k_equal_to_g_has_no_signal():
+    k8 = {"rollout": {"group_size": 8}, "advantage": {"passk": {"method": "pkpo", "k": 8}}}
+    assert "every advantage is 0" in _notes(k8)
+    assert "every advantage is 0" not in _notes({"rollout": {"group_size": 8}, "advantage": {"passk": {"method": "pkpo", "k": 4}}})
+    assert "every advantage is 0" not in _notes({**k8, "advantage": {"passk": {"method": "pkpo", "k": 8}, "baseline": "none"}})
 
-    assert "does not apply" not in _notes({})
+
+def test_no_note_calls_a_remedy_unapplied_now_the_loop_applies_them():
     text = _notes({
         "loss": {"top_entropy_quantile": 0.2, "cov_penalty": {"type": "clip_cov"}},
         "advantage": {"passk": {"method": "pkpo", "k": 2}},
         "rollout": {"sample_autocast": "bfloat16", "is_correction": {"mode": "token_mask"}},
     })
-    for name in NOT_YET_WIRED:
-        assert f"{name} validates but the training loop does not apply it yet" in text
+    assert "does not apply" not in text and "trains without it" not in text

@@ -40,24 +40,37 @@ STEP_PANELS = [
         ("groups without signal", [("zero_std_frac", "-"), ("groups_dropped_frac", "--")], False),
     ]
 ]
+REMEDY_PANELS = [
+    # drawn only when some run logged them: the remedies' own statistics (docs/remedies.md)
+    (title, [(key, style, label(key)) for key, style in lines], log)
+    for title, lines, log in [
+        ("remedy tokens (fraction of loss tokens)",
+         [("top_entropy_kept_frac", "-"), ("cov_selected_frac", "--"), ("is_corrected_frac", ":")], False),
+        ("sampler/trainer mismatch |log-ratio|", [("mismatch_abs_mean", "-"), ("mismatch_abs_max", "--")], True),
+    ]
+]
 BAND_ALPHA = 0.18
 
 
 def make_figure(variants: list[Variant], smooth: int = 5, band: str = "minmax") -> Figure:
-    """Build the figure (not saved): 6 per-step panels, the pass@k panel and a legend panel."""
-    fig = Figure(figsize=(13, 15), layout="constrained")
+    """Build the figure (not saved): 6 per-step panels (8 when some run logged a remedy's statistics),
+    the pass@k panel and a legend panel."""
+    logged = lambda metrics: any(r.series(k) is not None for v in variants for r in v.runs for k, _, _ in metrics)  # noqa: E731
+    panels = STEP_PANELS + (REMEDY_PANELS if any(logged(m) for _, m, _ in REMEDY_PANELS) else [])
+    rows = len(panels) // 2 + 1
+    fig = Figure(figsize=(13, 3.75 * rows), layout="constrained")
     FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(4, 2)
+    grid = fig.add_gridspec(rows, 2)
     colors = _colors(len(variants))
     first = None
-    for i, (title, metrics, log) in enumerate(STEP_PANELS):
+    for i, (title, metrics, log) in enumerate(panels):
         ax = fig.add_subplot(grid[i // 2, i % 2], sharex=first)
         first = first or ax
         _step_panel(ax, variants, colors, title, metrics, log, smooth, band)
         if i == 0:
             _eval_pass1(ax, variants, colors)
-    _passk_panel(fig.add_subplot(grid[3, 0]), variants, colors, band)
-    _legend_panel(fig.add_subplot(grid[3, 1]), variants, colors, smooth, band)
+    _passk_panel(fig.add_subplot(grid[rows - 1, 0]), variants, colors, band)
+    _legend_panel(fig.add_subplot(grid[rows - 1, 1]), variants, colors, smooth, band)
     return fig
 
 

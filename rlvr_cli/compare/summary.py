@@ -13,13 +13,13 @@ summary.json, schema_version 1::
      "axes": [dotted recipe keys that differ between variants],
      "variants": [{"label": str, "axes": {key: value}, "runs": [path], "seeds": [int|null],
                    "last_steps": [int], "k": int|null,
-                   "final": {"accuracy"|"pass@1"|"pass@k"|"len_mean"|"kl_mean"|"entropy": SPREAD},
+                   "final": {"accuracy"|"pass@1"|"pass@k"|"distinct_correct"|"len_mean"|"kl_mean"|"entropy": SPREAD},
                    "base": {"pass@1": SPREAD, "pass@k": SPREAD},
                    "diagnosis": {MODE: {"detected": n, "possible": n, "none": n, "n/a": n,
                                         "onset_steps": [int]}}}],
      "runs": [{"path": str, "name": str, "variant": label, "seed": int|null, "status": str,
                "last_step": int, "eval_steps": [int], "warnings": [str],
-               "final": {"accuracy", "len_mean", "kl_mean", "entropy", "pass@1", "pass@k": number|null,
+               "final": {"accuracy", "len_mean", "kl_mean", "entropy", "pass@1", "pass@k", "distinct_correct": number|null,
                          "k": int|null, "eval_step": int|null},
                "diagnosis": {MODE: {"status": "detected"|"possible"|"none"|"n/a",
                                     "onset_step": int|null, "message": str, "evidence": {name: number|null}}}}],
@@ -44,7 +44,7 @@ from rlvr_cli.compare.variants import Variant, format_value
 FINAL_STEPS = 10
 """Training metrics are reported as the median of the last 10 logged steps."""
 TRAIN_FINALS = ("accuracy", "len_mean", "kl_mean", "entropy")
-TABLE_COLUMNS = ("accuracy", "pass@1", "pass@k", "len_mean", "kl_mean", "entropy")
+TABLE_COLUMNS = ("accuracy", "pass@1", "pass@k", "distinct_correct", "len_mean", "kl_mean", "entropy")
 RULES = {
     "kl_explosion": dg.kl_explosion,
     "entropy_collapse": dg.entropy_collapse,
@@ -79,6 +79,7 @@ def run_finals(run: Run, k: int | None = None) -> dict:
     out["pass@1"] = last.get(1) if last else None
     out["k"] = (k if k is not None else max(last)) if last else None
     out["pass@k"] = last.get(out["k"]) if last else None
+    out["distinct_correct"] = run.evals[max(later)].get("distinct_correct") if later else None
     return out
 
 
@@ -193,6 +194,7 @@ def _variant_table(summary: dict) -> list[str]:
         "accuracy",
         "pass@1",
         passk,
+        "distinct correct",
         "length",
         "KL",
         "entropy",
@@ -213,6 +215,7 @@ def _variant_table(summary: dict) -> list[str]:
                     cell(f["accuracy"]),
                     cell(f["pass@1"]),
                     kcell,
+                    cell(f["distinct_correct"]),
                     cell(f["len_mean"]),
                     cell(f["kl_mean"]),
                     cell(f["entropy"]),
@@ -223,7 +226,8 @@ def _variant_table(summary: dict) -> list[str]:
         )
     note = (
         "Cells: mean ± std across seeds [min, max]. Training metrics (accuracy, length, KL, entropy) are "
-        f"the median of each run's last {FINAL_STEPS} logged steps; pass@k is from each run's last eval file; "
+        f"the median of each run's last {FINAL_STEPS} logged steps; pass@k and distinct correct (distinct "
+        "correct responses per prompt) are from each run's last eval file; "
         "base is eval/step_0.json."
     )
     return rows + ["", note]

@@ -524,14 +524,6 @@ class TrackersSpec(Strict):
 
 
 # --- the recipe ----------------------------------------------------------------------------------
-NOT_YET_WIRED = (
-    "loss.top_entropy_quantile", "loss.cov_penalty", "advantage.passk", "rollout.sample_autocast",
-    "rollout.is_correction",
-)
-"""Fields that validate (their math is in rlvr_cli/algo/) but the training loop does not apply yet;
-`Recipe.notes()` says so whenever one is set. Wiring one into the loop removes it from here."""
-
-
 class Recipe(Strict):
     """A fully resolved recipe: what `rlvr recipes show` prints and every run saves."""
 
@@ -624,22 +616,15 @@ class Recipe(Strict):
                 "optim.mu = 1 with one minibatch: every update is on-policy, the ratio is 1 and "
                 "clipping never acts (clip fractions will be 0)."
             )
-        active = {
-            "loss.top_entropy_quantile": self.loss.top_entropy_quantile is not None,
-            "loss.cov_penalty": self.loss.cov_penalty is not None,
-            "advantage.passk": self.advantage.passk is not None,
-            "rollout.sample_autocast": self.rollout.sample_autocast != "none",
-            "rollout.is_correction": self.rollout.is_correction.mode != "none",
-        }
-        for name in NOT_YET_WIRED:
-            if active[name]:
-                out.append(f"{name} validates but the training loop does not apply it yet: this run trains without it.")
         on_policy = self.optim.mu == 1 and self.optim.minibatches == 1
         cov = self.loss.cov_penalty
         if cov is not None and cov.type == "kl_cov" and on_policy:
             out.append(
                 "loss.cov_penalty kl_cov with optim.mu = 1 and one minibatch: logp = logp_old, so the "
-                "|log-ratio| penalty and its gradient are 0 (KL-Cov is inert; Clip-Cov is not)."
+                "|log-ratio| penalty and its gradient are 0 (KL-Cov is inert; Clip-Cov is not) -- exactly so "
+                "only when the behaviour log-probs are recomputed (rollout.old_logprobs recompute): the "
+                "sampler's differ by round-off, and d|x|/dx = sign(x) gives the selected token a coef-sized "
+                "gradient of random sign."
             )
         if cov is not None:
             ratio = cov.clip_ratio if cov.type == "clip_cov" else cov.kl_ratio
@@ -668,6 +653,12 @@ class Recipe(Strict):
         ):
             out.append(
                 "advantage.passk analytic replaces advantage.baseline and advantage.scale: both are ignored."
+            )
+        pk = self.advantage.passk
+        if pk is not None and pk.method == "pkpo" and pk.k == self.rollout.group_size and self.advantage.baseline != "none":
+            out.append(
+                "advantage.passk pkpo with k = rollout.group_size: one correct sample makes every transformed "
+                "reward 1 (pass@G of the group), so no group has spread and every advantage is 0; use k < G."
             )
         if self.kl.placement == "none" and self.kl.ref_reset_every:
             out.append("kl.ref_reset_every has no effect on the objective when kl.placement is none.")

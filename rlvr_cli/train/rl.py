@@ -7,14 +7,17 @@ One step (:func:`_train_step`):
      log-probs (only when KL is used or tracked)
   3. reward shaping: DAPO soft overlong penalty; KL in the reward (r <- r - beta * sum_t k1_t)
                                                                         -> :func:`shape_rewards`
-  4. advantages per group: baseline and scale                            -> algo.advantages
+  4. advantages per group: baseline and scale, or a pass@k objective (PKPO's reward transform,
+     the analytic pass@k advantage)                                    -> :func:`step_advantages`
   5. mu passes x minibatches optimiser updates of
-        loss = aggregate( clipped surrogate (token or sequence ratio)
+        loss = aggregate( w_t * remedy( clipped surrogate (token or sequence ratio) )
                           + beta * KL_t            (placement `loss`)
                           - entropy_coef * H_t )   over response tokens, after masks
                                                                         -> :func:`token_loss`
-     where each minibatch's normaliser is computed once over the minibatch, so micro-batching
-     (gradient accumulation) does not change the gradient. A minibatch with no loss token (all
+     where remedy() is the top-entropy mask, Clip-Cov's cut or KL-Cov's penalty (their tokens chosen
+     once per minibatch: :func:`token_selection`) and w_t the sampler-mismatch importance weight.
+     Each minibatch's normaliser and token choices are computed once over the minibatch, so
+     micro-batching (gradient accumulation) does not change the gradient. A minibatch with no loss token (all
      truncated and masked) takes no optimiser step; a non-finite one is skipped.
   6. one metrics line; eval / checkpoint on their cadence (:mod:`.loop`); ProRL reference reset.
 
@@ -34,8 +37,20 @@ import torch
 
 from rlvr_cli.algo.advantages import group_advantages, zero_spread_groups
 from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
+from rlvr_cli.algo.entropy_remedies import (
+    clip_cov_selection,
+    detach_selected,
+    high_entropy_threshold,
+    kl_cov_penalty,
+    kl_cov_selection,
+    token_covariance,
+    top_entropy_mask,
+)
+from rlvr_cli.algo.is_correction import ISCorrection, is_correction_weights
 from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
+from rlvr_cli.algo.passk import pass_at_k
+from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
 from rlvr_cli.algo.policy_loss import RATIOS, SurrogateOut, clipped_surrogate
 from rlvr_cli.console import console
 from rlvr_cli.metrics import step_row
@@ -46,8 +61,8 @@ from rlvr_cli.tasks import build_task
 from rlvr_cli.train.batch import Packed, length_sorted_chunks, pack, response_logprobs
 from rlvr_cli.train.loop import apply_update, run_steps, schedule_step
 from rlvr_cli.train.progress import fmt
-from rlvr_cli.train.rollout import Group, RolloutStats, collect_rollouts
-from rlvr_cli.train.session import Session, open_session, step_rng
+from rlvr_cli.train.rollout import Group, RolloutStats, collect_rollouts, sample_autocast
+from rlvr_cli.train.session import Session, open_session, step_generator, step_rng
 
 SAMPLES_LOGGED = 4
 """Groups written to samples/step_N.jsonl at each evaluation step (for reading, not analysis)."""
@@ -58,17 +73,22 @@ def _mean(xs) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
 def _uses_reference(recipe: Recipe) -> bool:
     return recipe.kl.track or (recipe.kl.placement != "none" and recipe.kl.beta > 0)
 
 
 def old_logprob_source(recipe: Recipe, session: Session) -> str:
-    """`sampler` when the sampling pass computes exactly what the trainer would (float32, no autocast)."""
+    """`sampler` when the sampling pass computes exactly what the trainer would (float32, no autocast);
+    `recompute` otherwise, and whenever an importance-sampling correction needs both sets."""
     choice = recipe.rollout.old_logprobs
     if choice != "auto":
         return choice
-    exact = session.autocast_dtype is None and next(session.model.parameters()).dtype == torch.float32
-    return "sampler" if exact else "recompute"
+    exact = sample_autocast(recipe, session) is None and next(session.model.parameters()).dtype == torch.float32
+    return "sampler" if exact and recipe.rollout.is_correction.mode == "none" else "recompute"
 
 
 # --- the batch --------------------------------------------------------------------------------------
@@ -122,14 +142,18 @@ class Batch:
 
 
 @torch.no_grad()
-def batch_logprobs(model, batch: Batch, temperature: float, chunks: int, amp) -> torch.Tensor:
-    """log pi(y_t) for every response of the batch, (B, Lr), in length-sorted chunks."""
+def batch_logprobs(model, batch: Batch, temperature: float, chunks: int, amp, rows=None, with_entropy: bool = False):
+    """log pi(y_t) for every response of the batch (or of ``rows``), (B, Lr), in length-sorted chunks;
+    with ``with_entropy`` also the per-token entropy, as a pair. Rows not computed are 0."""
     out = torch.zeros(len(batch), batch.width, device=batch.device)
-    for idx in length_sorted_chunks(range(len(batch)), batch.lengths, chunks):
+    ent = torch.zeros_like(out) if with_entropy else None
+    for idx in length_sorted_chunks(range(len(batch)) if rows is None else rows, batch.lengths, chunks):
         with amp:
-            lp, _ = response_logprobs(model, batch.pack(idx), temperature)
+            lp, h = response_logprobs(model, batch.pack(idx), temperature, with_entropy=with_entropy)
         out[idx.to(batch.device), : lp.shape[1]] = lp
-    return out
+        if with_entropy:
+            ent[idx.to(batch.device), : lp.shape[1]] = h
+    return (out, ent) if with_entropy else out
 
 
 def _sampler_logprobs(batch: Batch) -> torch.Tensor:
@@ -153,15 +177,88 @@ def shape_rewards(recipe: Recipe, batch: Batch, old_logp, ref_logp) -> torch.Ten
     return shaped
 
 
-def token_loss(recipe: Recipe, logp, entropy, old_logp, ref_logp, adv, loss_mask) -> tuple[torch.Tensor, SurrogateOut]:
-    """Per-token loss (B, T): clipped surrogate + beta * KL_t (placement `loss`) - entropy_coef * H_t.
+def step_advantages(recipe: Recipe, shaped: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float | None]:
+    """Advantages (P, G) from the shaped rewards (P, G); also the rewards whose spread is logged (the
+    transformed ones under pass@k) and the batch's mean pass@k estimate (None without pass@k).
 
-    ``adv`` is (B, 1); ``ref_logp`` is None when no reference is loaded.
+    pass@k (binary rewards, guaranteed by the schema): PKPO transforms the rewards, then the recipe's
+    baseline and scale apply; the analytic pass@k advantage replaces both.
+    """
+    a, pk = recipe.advantage, recipe.advantage.passk
+    if pk is None:
+        return group_advantages(shaped, a.baseline, a.scale, a.eps), shaped, None
+    g = shaped.shape[1]
+    passk = _mean(pass_at_k(g, int(c), pk.k) for c in shaped.sum(dim=1).round().tolist())
+    if pk.method == "pkpo":
+        rewards = pkpo_rewards(shaped, pk.k).float()
+        return group_advantages(rewards, a.baseline, a.scale, a.eps), rewards, passk
+    adv = passk_analytic_advantages(shaped, pk.k)
+    return adv, adv, passk  # the advantage is 0 exactly where the k-subset rewards have no spread
+
+
+@dataclass
+class TokenSelection:
+    """One minibatch's tokens chosen by the entropy remedies, (B, T) bool over the whole batch (False
+    outside the minibatch), chosen once from the current policy so micro-batching cannot change them."""
+
+    keep: torch.Tensor | None = None
+    """Top-entropy mask: the tokens whose policy loss counts."""
+    cut: torch.Tensor | None = None
+    """Clip-Cov: tokens whose policy-loss gradient is detached."""
+    penalised: torch.Tensor | None = None
+    """KL-Cov: tokens that get the |log-ratio| penalty."""
+    threshold: float | None = None
+    cov: torch.Tensor | None = None
+    """(B, T) centred covariance of the minibatch's valid tokens (0 elsewhere)."""
+
+    def rows(self, idx: torch.Tensor, width: int) -> TokenSelection:
+        cut = lambda t: None if t is None else t[idx, :width]  # noqa: E731
+        return TokenSelection(cut(self.keep), cut(self.cut), cut(self.penalised), self.threshold, cut(self.cov))
+
+
+def uses_token_selection(recipe: Recipe) -> bool:
+    return recipe.loss.top_entropy_quantile is not None or recipe.loss.cov_penalty is not None
+
+
+def token_selection(recipe: Recipe, logp, entropy, old_logp, adv, mask, generator: torch.Generator) -> TokenSelection:
+    """The top-entropy / Clip-Cov / KL-Cov tokens of the minibatch ``mask`` (B, T) selects, from the
+    current policy's (no-gradient) ``logp`` and ``entropy``; ``adv`` (B, 1)."""
+    lo, sel = recipe.loss, TokenSelection()
+    if lo.top_entropy_quantile is not None:
+        sel.keep = top_entropy_mask(entropy, mask, lo.top_entropy_quantile)
+        sel.threshold = float(high_entropy_threshold(entropy, mask, lo.top_entropy_quantile))
+    cp = lo.cov_penalty
+    if cp is not None:
+        sel.cov = token_covariance(logp, adv, mask)
+        if cp.type == "clip_cov":  # as verl: tokens PPO's clip already cuts are not candidates
+            log_ratio = RATIOS[lo.ratio](logp, old_logp, mask)
+            sur = clipped_surrogate(log_ratio, adv, lo.clip.eps_low, lo.clip.eps_high, lo.clip.dual_clip)
+            sel.cut = clip_cov_selection(sel.cov, mask, cp.clip_ratio, cp.lb, cp.ub, generator,
+                                         exclude=sur.clipped_low | sur.clipped_high)
+        else:
+            sel.penalised = kl_cov_selection(sel.cov, mask, cp.kl_ratio)
+    return sel
+
+
+def token_loss(recipe: Recipe, logp, entropy, old_logp, ref_logp, adv, loss_mask,
+               sel: TokenSelection | None = None, is_weights=None) -> tuple[torch.Tensor, SurrogateOut]:
+    """Per-token loss (B, T): w_t * remedy(clipped surrogate) + beta * KL_t (placement `loss`) - entropy_coef * H_t.
+
+    ``adv`` is (B, 1); ``ref_logp`` is None when no reference is loaded; ``sel`` the remedies' tokens
+    of these rows (None: no remedy); ``is_weights`` (B, T) the sampler-mismatch weights (None: off).
     """
     lo, kl = recipe.loss, recipe.kl
     log_ratio = RATIOS[lo.ratio](logp, old_logp, loss_mask)
     sur = clipped_surrogate(log_ratio, adv, lo.clip.eps_low, lo.clip.eps_high, lo.clip.dual_clip)
     loss = sur.loss
+    if sel is not None and sel.keep is not None:  # top-entropy: numerator only, the normaliser keeps every token
+        loss = loss * sel.keep
+    if sel is not None and sel.cut is not None:
+        loss = detach_selected(loss, sel.cut)
+    if sel is not None and sel.penalised is not None:
+        loss = loss + kl_cov_penalty((logp - old_logp) * loss_mask, sel.penalised, lo.cov_penalty.coef)
+    if is_weights is not None:
+        loss = loss * is_weights
     if ref_logp is not None and kl.placement == "loss" and kl.beta > 0:
         loss = loss + kl.beta * KL_ESTIMATORS[kl.estimator](logp, ref_logp)
     if lo.entropy_coef:
@@ -186,6 +283,12 @@ class UpdateStats:
     updates: int = 0
     skipped: int = 0
     empty: int = 0
+    sel_tokens: float = 0.0
+    kept: float | None = None
+    thresholds: list[float] = field(default_factory=list)
+    cov_selected: float | None = None
+    cov_sum: float = 0.0
+    cov_selected_sum: float = 0.0
 
     def add_tokens(self, sur: SurrogateOut, loss_mask: torch.Tensor) -> None:
         """Clip and ratio statistics over the tokens that count in the loss."""
@@ -202,6 +305,18 @@ class UpdateStats:
         self.ent_sum += float((entropy.detach() * mask).sum())
         self.ent_tokens += float(mask.sum())
 
+    def add_selection(self, sel: TokenSelection, tokens: float) -> None:
+        """The remedies' token counts of one minibatch with ``tokens`` loss tokens (``sel`` is 0 elsewhere)."""
+        self.sel_tokens += tokens
+        if sel.keep is not None:
+            self.kept = (self.kept or 0.0) + float(sel.keep.sum())
+            self.thresholds.append(sel.threshold)
+        if sel.cov is not None:
+            picked = sel.cut if sel.cut is not None else sel.penalised
+            self.cov_selected = (self.cov_selected or 0.0) + float(picked.sum())
+            self.cov_sum += float(sel.cov.sum())
+            self.cov_selected_sum += float(sel.cov[picked].sum())
+
     def metrics(self) -> dict:
         return {
             "entropy": self.ent_sum / self.ent_tokens if self.ent_tokens else None,
@@ -215,6 +330,11 @@ class UpdateStats:
             "updates": self.updates,
             "updates_skipped": self.skipped,
             "updates_empty": self.empty,
+            "top_entropy_kept_frac": _ratio(self.kept, self.sel_tokens),
+            "top_entropy_threshold": _mean(t for t in self.thresholds if math.isfinite(t)),
+            "cov_selected_frac": _ratio(self.cov_selected, self.sel_tokens),
+            "cov_mean": _ratio(self.cov_sum if self.cov_selected is not None else None, self.sel_tokens),
+            "cov_selected_mean": _ratio(self.cov_selected_sum if self.cov_selected else None, self.cov_selected),
         }
 
 
@@ -287,20 +407,25 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
     ref_logp = None
     if reference is not None:
         ref_logp = batch_logprobs(reference, batch, r.rollout.temperature, chunks, session.amp())
+    isc = None  # the sampler's and the trainer's log-probs of the same tokens: their mismatch and IS weights
+    if source == "recompute":
+        ic = r.rollout.is_correction
+        isc = is_correction_weights(old_logp, _sampler_logprobs(batch), batch.mask, ic.mode, ic.cap, ic.cap_low)
     time_ref = time.perf_counter() - t0
 
     # 3. reward shaping and 4. advantages
     shaped = shape_rewards(r, batch, old_logp, ref_logp)
     g = batch.group_size
-    adv = group_advantages(shaped.view(-1, g), r.advantage.baseline, r.advantage.scale, r.advantage.eps).flatten()
-    adv = adv.to(batch.device)
+    adv, spread, train_passk = step_advantages(r, shaped.view(-1, g))
+    adv = adv.flatten().to(batch.device)
     loss_mask = batch.mask.clone()
     if r.overlong.mask_truncated:
         loss_mask[batch.truncated] = 0.0
 
     # 5. updates
     t0 = time.perf_counter()
-    stats = _update(session, batch, old_logp, ref_logp, adv, loss_mask, step)
+    is_weights = isc.weights if isc is not None and r.rollout.is_correction.mode != "none" else None
+    stats = _update(session, batch, old_logp, ref_logp, adv, loss_mask, is_weights, step)
     time_update = time.perf_counter() - t0
 
     # 6. metrics
@@ -312,13 +437,23 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
         "kl_max": float(kl_tok.max()) if kl_tok is not None else None,
         "kl_seq_mean": float(kl_tok.sum(dim=1).mean()) if kl_tok is not None else None,
         "adv_abs_mean": float(adv.abs().mean()),
-        "zero_std_frac": float(zero_spread_groups(shaped.view(-1, g)).float().mean()),
+        "zero_std_frac": float(zero_spread_groups(spread).float().mean()),
         "batch_groups": len(groups),
+        "train_passk": train_passk,
+        **_mismatch_metrics(isc),
     })
     return step_row("rl", {**row, **_timing(rs, time_ref, time_update, t_step)}), groups, adv.tolist()
 
 
-def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, step: int) -> UpdateStats:
+def _mismatch_metrics(isc: ISCorrection | None) -> dict:
+    """Sampler/trainer mismatch and IS-weight statistics (None where the sampler's log-probs are the
+    behaviour policy, so there is nothing to compare)."""
+    keys = ("mismatch_abs_mean", "mismatch_abs_max", "is_ratio_p01", "is_ratio_p50", "is_ratio_p99",
+            "is_corrected_frac", "is_weight_mean")
+    return {k: isc.stats.get(k) if isc is not None else None for k in keys}
+
+
+def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, is_weights, step: int) -> UpdateStats:
     """mu passes over the batch in ``minibatches`` optimiser updates, each accumulated over micro-batches."""
     o, agg = session.recipe.optim, session.recipe.loss.aggregation
     stats = UpdateStats()
@@ -327,17 +462,22 @@ def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, 
         order = torch.arange(n)
         if o.minibatches > 1:
             order = torch.tensor(step_rng(session.recipe.seed, step, "minibatch", pass_).sample(range(n), n))
-        for mb_idx in order.tensor_split(o.minibatches):
+        for mb_i, mb_idx in enumerate(order.tensor_split(o.minibatches)):
             stats.updates += 1
             mb_mask = loss_mask[mb_idx.to(batch.device)]
             # no loss token: the gradient is exactly zero, and a step would still move the weights (momentum)
             empty = not bool(mb_mask.any())
             z = aggregation_normalizer(mb_mask, agg)
+            sel = None
+            if uses_token_selection(session.recipe) and not empty:
+                sel = _minibatch_selection(session, batch, mb_idx, old_logp, adv, loss_mask,
+                                           step_generator(session.recipe.seed, step, "clip_cov", pass_ * o.minibatches + mb_i))
+                stats.add_selection(sel, float(mb_mask.sum()))
             session.optimizer.zero_grad(set_to_none=True)
             total = 0.0
             for idx in length_sorted_chunks(mb_idx, batch.lengths, o.micro_batches):
                 total += _micro_batch(session, batch, idx, old_logp, ref_logp, adv, loss_mask, z, stats,
-                                      first_pass=pass_ == 0, backward=not empty)
+                                      first_pass=pass_ == 0, backward=not empty, sel=sel, is_weights=is_weights)
             if empty:
                 stats.empty += 1
                 schedule_step(session)
@@ -349,8 +489,20 @@ def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, 
     return stats
 
 
+def _minibatch_selection(session: Session, batch: Batch, mb_idx, old_logp, adv, loss_mask, generator) -> TokenSelection:
+    """The remedies' tokens of one minibatch, from a no-gradient pass of the current policy over all of
+    it (in the micro-batch chunks), so that they do not depend on how the minibatch is split."""
+    r = session.recipe
+    logp, ent = batch_logprobs(session.model, batch, r.rollout.temperature, r.optim.micro_batches, session.amp(),
+                               rows=mb_idx, with_entropy=True)
+    mask = torch.zeros_like(loss_mask)
+    rows = mb_idx.to(batch.device)
+    mask[rows] = loss_mask[rows]
+    return token_selection(r, logp, ent, old_logp, adv.unsqueeze(1), mask, generator)
+
+
 def _micro_batch(session: Session, batch: Batch, idx, old_logp, ref_logp, adv, loss_mask, z, stats: UpdateStats,
-                 first_pass: bool, backward: bool) -> float:
+                 first_pass: bool, backward: bool, sel: TokenSelection | None = None, is_weights=None) -> float:
     """Forward (and backward) one micro-batch of rows ``idx``; returns its share of the minibatch loss."""
     r = session.recipe
     mb = batch.pack(idx)
@@ -359,7 +511,9 @@ def _micro_batch(session: Session, batch: Batch, idx, old_logp, ref_logp, adv, l
     with session.amp(), torch.set_grad_enabled(backward):
         logp, ent = response_logprobs(session.model, mb, r.rollout.temperature, with_entropy=True)
     ref = ref_logp[didx, :w] if ref_logp is not None else None
-    tok_loss, sur = token_loss(r, logp, ent, old_logp[didx, :w], ref, adv[didx].unsqueeze(1), m_loss)
+    tok_loss, sur = token_loss(r, logp, ent, old_logp[didx, :w], ref, adv[didx].unsqueeze(1), m_loss,
+                               sel=sel.rows(didx, w) if sel is not None else None,
+                               is_weights=is_weights[didx, :w] if is_weights is not None else None)
     loss = aggregate(tok_loss, m_loss, r.loss.aggregation, r.loss.length_constant, normalizer=z)
     if backward:
         loss.backward()
@@ -378,7 +532,8 @@ def _empty_step(session: Session) -> dict:
         stats.empty += 1
         schedule_step(session)
     return {**stats.metrics(), "reward_shaped_mean": None, "kl_mean": None, "kl_max": None, "kl_seq_mean": None,
-            "adv_abs_mean": None, "zero_std_frac": None, "batch_groups": 0}
+            "adv_abs_mean": None, "zero_std_frac": None, "batch_groups": 0, "train_passk": None,
+            **_mismatch_metrics(None)}
 
 
 def _rollout_metrics(rs: RolloutStats, group_size: int) -> dict:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import torch
+
 from rlvr_cli.rewards import ScoreItem
 from rlvr_cli.sampling import generate
 from rlvr_cli.tasks import Problem, encode_prompt
@@ -52,6 +54,16 @@ class RolloutStats:
     """Every group sampled this step (all rounds), for unbiased policy statistics."""
 
 
+SAMPLE_AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def sample_autocast(recipe, session) -> torch.dtype | None:
+    """The autocast dtype of the sampling pass: ``rollout.sample_autocast`` when set (a deliberate
+    sampler/trainer mismatch, as a bf16 inference engine beside a float32 trainer), else the trainer's."""
+    choice = recipe.rollout.sample_autocast
+    return SAMPLE_AUTOCAST[choice] if choice != "none" else session.autocast_dtype
+
+
 def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], RolloutStats]:
     """The groups to train on at ``step`` and the statistics of everything sampled to get them."""
     r = session.recipe
@@ -78,7 +90,7 @@ def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], Rol
             top_p=ro.top_p,
             top_k=ro.top_k,
             generator=step_generator(r.seed, step, "sample", round_, device=session.device),
-            autocast_dtype=session.autocast_dtype,
+            autocast_dtype=sample_autocast(r, session),
         )
         stats.time_sample_s += time.perf_counter() - t0
         stats.gen_tokens += out.gen_tokens

@@ -55,7 +55,11 @@ def _rows(run: Path) -> dict:
     return {"metrics": metrics, "eval": evals}
 
 
-ADDED_SINCE_RECORDING = {"updates_empty"}
+ADDED_SINCE_RECORDING = {
+    "updates_empty", "train_passk", "top_entropy_kept_frac", "top_entropy_threshold", "cov_selected_frac",
+    "cov_mean", "cov_selected_mean", "mismatch_abs_mean", "mismatch_abs_max", "is_ratio_p01", "is_ratio_p50",
+    "is_ratio_p99", "is_corrected_frac", "is_weight_mean",
+}
 """Metrics the trainer logs that the recordings predate (compared only where a recording has them)."""
 
 
