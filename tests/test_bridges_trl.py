@@ -136,3 +136,74 @@ def test_trl_run_reads_into_compare(trl_run, tmp_path, cli):
     summary = json.loads((tmp_path / "cmp" / "summary.json").read_text())
     assert len(summary["runs"]) == 1
     assert any("broken-trl" in s["path"] and "trainer_state.json" in s["reason"] for s in summary["skipped"])
+
+
+REMEDY_RECIPES = [n for n in RL_PRESETS if n.startswith(("experiments/remedies/", "experiments/mismatch/"))]
+
+
+def test_remedy_recipes_are_all_covered():
+    assert len([n for n in REMEDY_RECIPES if "remedies/" in n]) == 9 and len([n for n in REMEDY_RECIPES if "mismatch/" in n]) == 7
+
+
+@pytest.mark.parametrize("preset", REMEDY_RECIPES)
+def test_remedy_recipes_map_to_grpo_config(preset):
+    """Every 2025-remedy field is carried by its TRL name or named in a warning."""
+    r = load_recipe(preset)
+    exp = export_recipe(r, "trl")
+    cfg = trl.GRPOConfig(**exp.settings)
+    fields = {w.split(":", 1)[0] for w in exp.warnings}
+    assert cfg.top_entropy_quantile == (r.loss.top_entropy_quantile or 1.0)
+    assert ("loss.cov_penalty" in fields) == (r.loss.cov_penalty is not None)
+    assert ("advantage.passk" in fields) == (r.advantage.passk is not None)
+    assert cfg.use_vllm == ("rollout.sample_autocast" in fields) == (r.rollout.sample_autocast != "none")
+    ic = r.rollout.is_correction
+    assert cfg.vllm_importance_sampling_correction == (ic.mode != "none")
+    if ic.mode != "none":
+        assert cfg.vllm_importance_sampling_mode == ic.mode
+        assert cfg.vllm_importance_sampling_clip_max == ic.cap and cfg.vllm_importance_sampling_clip_min == ic.cap_low
+
+
+def test_remedy_values_by_hand():
+    te = export_recipe(load_recipe("experiments/remedies/top_entropy"), "trl")
+    assert te.settings["top_entropy_quantile"] == 0.2
+    # 64 responses per minibatch in 4 micro batches of 16: TRL's quantile is per micro batch
+    assert any(w.startswith("loss.top_entropy_quantile:") and "(16 completions" in w for w in te.warnings)
+    one = export_recipe(load_recipe("experiments/remedies/top_entropy", ["optim.micro_batches=1"]), "trl")
+    assert not any(w.startswith("loss.top_entropy_quantile") for w in one.warnings)
+    assert export_recipe(load_recipe("grpo"), "trl").settings["top_entropy_quantile"] == 1.0
+    tight = export_recipe(load_recipe("experiments/mismatch/sequence_mask_tight"), "trl").settings
+    assert (tight["use_vllm"], tight["vllm_importance_sampling_mode"], tight["vllm_importance_sampling_clip_max"]) == (True, "sequence_mask", 1.05)
+    low = export_recipe(load_recipe("experiments/mismatch/token_truncate", ["rollout.is_correction.cap_low=0.5"]), "trl").settings
+    assert (low["vllm_importance_sampling_mode"], low["vllm_importance_sampling_clip_min"]) == ("token_truncate", 0.5)
+    # TRL's default is correction on (sequence_mask, cap 3): mode none must switch it off
+    assert export_recipe(load_recipe("experiments/mismatch/none"), "trl").settings["vllm_importance_sampling_correction"] is False
+    kl_cov = export_recipe(load_recipe("experiments/remedies/kl_cov"), "trl")
+    assert any(w.startswith("loss.cov_penalty:") and "kl_cov" in w for w in kl_cov.warnings)
+    pk = export_recipe(load_recipe("experiments/remedies/pkpo_k8"), "trl")
+    assert any(w.startswith("advantage.passk:") and "k = 8" in w for w in pk.warnings)
+    pk1 = export_recipe(load_recipe("experiments/remedies/pkpo_k8", ["advantage.passk.k=1"]), "trl")
+    assert not any(w.startswith("advantage.passk") for w in pk1.warnings)  # PKPO at k = 1 is the plain reward
+
+
+def test_top_entropy_quantile_selects_the_same_tokens_as_rlvr():
+    """TRL's own GRPOTrainer.get_high_entropy_mask, fed the exported quantile, keeps rlvr's tokens."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from rlvr_cli.algo.entropy_remedies import top_entropy_mask
+
+    q = export_recipe(load_recipe("experiments/remedies/top_entropy"), "trl").settings["top_entropy_quantile"]
+    gen = torch.Generator().manual_seed(0)
+    entropy = torch.randperm(24, generator=gen).reshape(3, 8).float() / 4  # distinct, exact in float32
+    mask = torch.ones(3, 8)
+    mask[2, 5:] = 0
+    acc = SimpleNamespace(pad_across_processes=lambda t, dim, pad_index: t, gather=lambda t: t)  # one process
+    theirs = trl.GRPOTrainer.get_high_entropy_mask(SimpleNamespace(accelerator=acc), entropy, mask, 1 - q)
+    ours = top_entropy_mask(entropy, mask, q)
+    assert torch.equal(theirs, ours) and 0 < int(ours.sum()) < int(mask.sum())
+
+
+def test_strict_exits_2_on_a_remedy(cli):
+    res = cli("export", "experiments/remedies/clip_cov", "--to", "trl", "--strict")
+    assert res.code == 2 and "loss.cov_penalty" in res.stderr

@@ -22,6 +22,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa:
 from omegaconf import OmegaConf  # noqa: E402
 
 from rlvr_cli.bridges import export_recipe  # noqa: E402
+from rlvr_cli.bridges.export_verl import ACTOR  # noqa: E402
 from rlvr_cli.cli.export import render  # noqa: E402
 from rlvr_cli.recipe.load import list_shipped, load_recipe  # noqa: E402
 
@@ -128,3 +129,64 @@ def test_warnings_and_strict(cli, tmp_path):
     assert strict.code == 2
     exact = export_recipe(load_recipe("gspo", ["kl.track=false", "reward.truncated_is_incorrect=false"]), "verl")
     assert exact.warnings == []
+
+
+REMEDY_RECIPES = [n for n in RL_PRESETS if n.startswith(("experiments/remedies/", "experiments/mismatch/"))]
+
+
+@pytest.mark.parametrize("preset", REMEDY_RECIPES)
+def test_remedy_recipes_map_to_verls_config(preset):
+    """Every 2025-remedy field is carried by verl's own key (in struct mode) or named in a warning."""
+    cfg, problems = apply(override_lines(preset))
+    assert problems == []
+    r = load_recipe(preset)
+    fields = {w.split(":", 1)[0] for w in export_recipe(r, "verl").warnings}
+    pl, rc = cfg.actor_rollout_ref.actor.policy_loss, cfg.algorithm.rollout_correction
+    cov = r.loss.cov_penalty
+    assert pl.loss_mode == (cov.type if cov is not None else "vanilla")
+    assert ("loss.cov_penalty" in fields) == (cov is not None)
+    assert ("loss.top_entropy_quantile" in fields) == (r.loss.top_entropy_quantile is not None)
+    assert ("advantage.passk" in fields) == (r.advantage.passk is not None)
+    assert cfg.actor_rollout_ref.rollout.dtype == (r.rollout.sample_autocast if r.rollout.sample_autocast != "none" else "bfloat16")
+    mode = r.rollout.is_correction.mode
+    assert (rc.rollout_is is None) == (not mode.endswith("truncate"))
+    assert (rc.rollout_rs is None) == (not mode.endswith("mask"))
+
+
+def test_remedy_values_by_hand():
+    clip_cov, _ = apply(override_lines("experiments/remedies/clip_cov"))
+    pl = clip_cov.actor_rollout_ref.actor.policy_loss
+    assert (pl.loss_mode, pl.clip_cov_ratio, pl.clip_cov_lb, pl.clip_cov_ub) == ("clip_cov", 2e-4, 1.0, 5.0)
+    kl_cov, _ = apply(override_lines("experiments/remedies/kl_cov"))
+    pl = kl_cov.actor_rollout_ref.actor.policy_loss
+    assert (pl.loss_mode, pl.kl_cov_ratio, pl.ppo_kl_coef) == ("kl_cov", 2e-3, 1.0)  # not verl's 0.1
+    kl_w = export_recipe(load_recipe("experiments/remedies/kl_cov"), "verl").warnings
+    assert any(w.startswith("loss.cov_penalty:") and "no PPO clip" in w for w in kl_w)
+    assert not any(w.startswith("loss.clip.dual_clip") for w in kl_w)  # verl's kl_cov has no dual clip either
+    gspo_cov = export_recipe(load_recipe("gspo", ["loss.cov_penalty.type=kl_cov"]), "verl")
+    assert gspo_cov.settings[f"{ACTOR}.policy_loss.loss_mode"] == "gspo" and any(w.startswith("loss.cov_penalty:") for w in gspo_cov.warnings)
+
+    tt, _ = apply(override_lines("experiments/mismatch/token_truncate_tight"))
+    rc = tt.algorithm.rollout_correction
+    assert (rc.rollout_is, rc.rollout_is_threshold, rc.rollout_rs) == ("token", 1.02, None)
+    assert tt.actor_rollout_ref.rollout.calculate_log_probs is True and tt.actor_rollout_ref.rollout.dtype == "bfloat16"
+    # masking = rejection sampling on log(pi_rollout / pi_old) within [log lower, log upper]: rlvr's
+    # w = pi_old / pi_rollout in [0, 1.05] is pi_rollout / pi_old in [1/1.05, unbounded]; a string in Hydra
+    sm, _ = apply(override_lines("experiments/mismatch/sequence_mask_tight"))
+    rc = sm.algorithm.rollout_correction
+    assert (rc.rollout_is, rc.rollout_rs, rc.rollout_rs_threshold) == (None, "seq_sum_k1", "0.9523809524_1000000000")
+    low, _ = apply(override_lines("experiments/mismatch/token_mask", "rollout.is_correction.cap_low=0.8"))
+    rc = low.algorithm.rollout_correction
+    assert (rc.rollout_rs, rc.rollout_rs_threshold) == ("token_k1", "0.5_1.25")
+    trunc_low = export_recipe(load_recipe("experiments/mismatch/token_truncate", ["rollout.is_correction.cap_low=0.5"]), "verl")
+    assert any(w.startswith("rollout.is_correction.cap_low:") for w in trunc_low.warnings)
+    none, _ = apply(override_lines("grpo"))
+    assert none.algorithm.rollout_correction.rollout_is is None and none.algorithm.rollout_correction.rollout_rs is None
+
+    pk1 = export_recipe(load_recipe("experiments/remedies/pkpo_k8", ["advantage.passk.k=1"]), "verl")
+    assert not any(w.startswith("advantage.passk") for w in pk1.warnings)  # PKPO at k = 1 is the plain reward
+
+
+def test_strict_exits_2_on_a_remedy(cli):
+    res = cli("export", "experiments/remedies/top_entropy", "--to", "verl", "--strict")
+    assert res.code == 2 and "loss.top_entropy_quantile" in res.stderr

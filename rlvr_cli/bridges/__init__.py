@@ -4,7 +4,8 @@
 warning line per rlvr knob the target cannot carry exactly (naming the rlvr field and what the target
 does instead). Names and defaults on the target side were read from TRL 1.16.0
 (``trl/trainer/grpo_config.py``, ``grpo_trainer.py``) and verl 0.9.1
-(``verl/trainer/config/_generated_ppo_trainer.yaml``, ``verl/trainer/ppo/core_algos.py``).
+(``verl/trainer/config/_generated_ppo_trainer.yaml``, ``verl/trainer/ppo/core_algos.py``,
+``verl/trainer/ppo/rollout_corr_helper.py``).
 """
 
 from __future__ import annotations

@@ -72,7 +72,6 @@ def _objective(r, w: Warnings) -> dict:
         "epsilon": lo.clip.eps_low,
         "epsilon_high": lo.clip.eps_high,
         "delta": lo.clip.dual_clip,
-        "top_entropy_quantile": 1.0,
         "mask_truncated_completions": r.overlong.mask_truncated,
         "beta": kl.beta if kl.placement == "loss" else 0.0,
     }
@@ -96,6 +95,39 @@ def _objective(r, w: Warnings) -> dict:
         w.add("kl.placement", f"TRL has no KL in the reward; exported beta 0 (no KL at all) instead of r - {kl.beta:g} * sum k1")
     if kl.track and out["beta"] == 0:
         w.add("kl.track", "TRL measures KL only when beta > 0; the logs will have no KL")
+    return out
+
+
+def _remedies(r, w: Warnings, layout: dict, notes: list[str]) -> dict:
+    """The 2025 remedies (docs/remedies.md): top-entropy mask, Clip-Cov / KL-Cov, pass@k, mismatch correction."""
+    lo, ro = r.loss, r.rollout
+    q = lo.top_entropy_quantile
+    out: dict = {"top_entropy_quantile": 1.0 if q is None else q}
+    if q is not None and layout["gradient_accumulation_steps"] > 1:
+        w.add("loss.top_entropy_quantile", f"TRL takes the entropy quantile per forward micro batch ({layout['per_device_train_batch_size']} completions, gathered over processes), rlvr over the minibatch ({layout['per_device_train_batch_size'] * layout['gradient_accumulation_steps']})")
+    if q is not None and lo.entropy_coef:
+        w.add("loss.top_entropy_quantile", "TRL's entropy bonus then acts on the kept high-entropy tokens only; rlvr's on every token")
+    if lo.cov_penalty is not None:
+        w.add("loss.cov_penalty", f"TRL has no Clip-Cov / KL-Cov; `{lo.cov_penalty.type}` is not exported (the PPO-clip loss alone)")
+    pk = r.advantage.passk
+    if pk is not None and not (pk.method == "pkpo" and pk.k == 1):  # PKPO at k = 1 is the plain reward
+        w.add("advantage.passk", f"TRL has no pass@k objective; `{pk.method}` k = {pk.k} is not exported (the pass@1 GRPO advantage)")
+    # TRL samples with a differing numerics only through vLLM, and corrects only there (use_vllm=True)
+    if ro.sample_autocast != "none":
+        out["use_vllm"] = True
+        w.add("rollout.sample_autocast", f"TRL has no autocast sampling; exported use_vllm=True: vLLM samples in the checkpoint's dtype with its own kernels, not the trainer's weights under {ro.sample_autocast} autocast")
+    ic = ro.is_correction
+    out["vllm_importance_sampling_correction"] = ic.mode != "none"  # TRL's default is True (sequence_mask, cap 3)
+    if ic.mode != "none":
+        # same modes, same ratio pi_trainer / pi_sampler (sequence: exp of the summed log-differences),
+        # truncate clamps to [cap_low, cap], mask zeroes outside it and keeps the token in the denominator
+        out["vllm_importance_sampling_mode"] = ic.mode
+        out["vllm_importance_sampling_clip_max"] = ic.cap
+        out["vllm_importance_sampling_clip_min"] = ic.cap_low
+        if "use_vllm" not in out:
+            notes.append("rollout.is_correction: TRL corrects only with use_vllm=True; without vLLM it samples with the trained model itself, so there is no mismatch to correct (as rlvr without sample_autocast)")
+    if "use_vllm" in out:
+        notes.append("use_vllm=True: needs vllm installed and a GPU (vllm_mode colocate or server)")
     return out
 
 
@@ -156,6 +188,7 @@ def export_trl(r) -> Export:
         "adam_beta2": o.betas[1],
         "adam_epsilon": o.adam_eps,
         "max_grad_norm": o.grad_clip if o.grad_clip is not None else 0.0,
+        **_remedies(r, w, layout, notes),
         **_reference(r, w, layout),
         **_precision(r, notes),
         "gradient_checkpointing": False,

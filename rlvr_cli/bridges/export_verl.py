@@ -15,6 +15,8 @@ VERL_STD_EPS = 1e-6
 VERL_DUAL_CLIP_DEFAULT = 3.0
 NO_DUAL_CLIP = 1.0e9
 """clip_ratio_c that never binds in practice: verl has no switch to turn dual-clip off."""
+RS_NO_BOUND = 1.0e9
+"""A rejection-sampling ratio bound that never binds: verl clamps log-ratios to +-20 (exp(20) ~ 4.9e8)."""
 
 AGG_MODES = {
     "seq_mean_token_mean": "seq-mean-token-mean",
@@ -57,13 +59,76 @@ def _policy_loss(r, w: Warnings) -> dict:
     if lo.aggregation == "seq_mean_token_sum_norm":
         # verl's default divisor is the padded width of the micro batch; rlvr's L is a constant
         out[f"{ACTOR}.loss_scale_factor"] = lo.length_constant
+    cov = lo.cov_penalty
+    if cov is not None and lo.ratio == "sequence":
+        w.add("loss.cov_penalty", f"verl's policy_loss.loss_mode is one loss: exported gspo, `{cov.type}` is not exported")
+    elif cov is not None:
+        out.update(_cov_penalty(r, w))
+        if lo.clip.dual_clip is not None:
+            w.add("loss.clip.dual_clip", f"verl's {cov.type} loss has no dual clip")
     if lo.ratio == "sequence":
         if lo.clip.dual_clip is not None:
             w.add("loss.clip.dual_clip", "verl's gspo loss has no dual clip")
-    else:
+    elif cov is None:
         out[f"{ACTOR}.clip_ratio_c"] = lo.clip.dual_clip if lo.clip.dual_clip is not None else NO_DUAL_CLIP
         if lo.clip.dual_clip is None:
             w.add("loss.clip.dual_clip", f"verl always applies dual clip (default c = {VERL_DUAL_CLIP_DEFAULT:g}); exported clip_ratio_c = {NO_DUAL_CLIP:g} so it practically never binds")
+    return out
+
+
+def _cov_penalty(r, w: Warnings) -> dict:
+    """Clip-Cov / KL-Cov as verl's policy_loss.loss_mode clip_cov / kl_cov (core_algos.py's
+    compute_policy_loss_clip_cov / _kl_cov; the differences are listed in rlvr_cli/algo/entropy_remedies.py)."""
+    cov = r.loss.cov_penalty
+    pl = f"{ACTOR}.policy_loss"
+    out: dict = {f"{pl}.loss_mode": cov.type}
+    if cov.type == "clip_cov":
+        out.update({f"{pl}.clip_cov_ratio": cov.clip_ratio, f"{pl}.clip_cov_lb": cov.lb, f"{pl}.clip_cov_ub": cov.ub})
+        w.add("loss.cov_penalty", "verl's clip_cov draws its tokens among lb < cov < ub minus those PPO's clip already holds, from the global RNG, and zeroes their loss (value and gradient)")
+    else:
+        out.update({f"{pl}.kl_cov_ratio": cov.kl_ratio, f"{pl}.ppo_kl_coef": cov.coef})
+        w.add("loss.cov_penalty", f"verl's kl_cov has no PPO clip for any token (loss -A * ratio, plus the penalty on the selected ones); rlvr keeps loss.clip ({r.loss.clip.eps_low:g}/{r.loss.clip.eps_high:g})")
+    w.add("loss.cov_penalty", "verl computes the covariance and picks its tokens (at least one) per micro batch on each GPU; rlvr over the whole minibatch")
+    return out
+
+
+def _remedies(r, w: Warnings) -> dict:
+    """The top-entropy mask, pass@k objectives and the sampler/trainer mismatch (docs/remedies.md)."""
+    ro, out = r.rollout, {}
+    if r.loss.top_entropy_quantile is not None:
+        w.add("loss.top_entropy_quantile", "verl has no top-entropy token mask: not exported, every token carries policy gradient")
+    pk = r.advantage.passk
+    if pk is not None and not (pk.method == "pkpo" and pk.k == 1):  # PKPO at k = 1 is the plain reward
+        w.add("advantage.passk", f"verl has no `{pk.method}` pass@k objective (its adv_estimator grpo_passk is another one: only a group's best response gets r_max - r_second_max); exported the pass@1 advantage")
+    if ro.sample_autocast != "none":
+        out[f"{ROLLOUT}.dtype"] = ro.sample_autocast
+        w.add("rollout.sample_autocast", f"verl's rollout engine (vLLM / SGLang) runs the whole model in {ro.sample_autocast} with its own kernels, and the actor trains in actor.fsdp_config.dtype (bfloat16 mixed precision by default), not in float32")
+    return {**out, **_is_correction(r, w)}
+
+
+def _is_correction(r, w: Warnings) -> dict:
+    """rollout.is_correction as algorithm.rollout_correction (decoupled mode, bypass_mode false: the
+    actor recomputes log pi_old and the weights are pi_old / pi_rollout, as rlvr's)."""
+    ic, rc = r.rollout.is_correction, "algorithm.rollout_correction"
+    out: dict = {f"{rc}.rollout_is": None, f"{rc}.rollout_rs": None}
+    if ic.mode == "none":
+        return out
+    out[f"{ROLLOUT}.calculate_log_probs"] = True  # the rollout engine's log-probs, which the weights need
+    level, kind = ic.mode.split("_")
+    if kind == "truncate":
+        out[f"{rc}.rollout_is"] = level
+        out[f"{rc}.rollout_is_threshold"] = ic.cap
+        if ic.cap_low is not None:
+            w.add("rollout.is_correction.cap_low", f"verl's rollout_is truncates from above only; weights below {ic.cap_low:g} are not raised")
+        return out
+    # masking is verl's rejection sampling on the k1 statistic log(pi_rollout / pi_old) (per token, or
+    # summed over the response), kept within [log lower, log upper] (verl/trainer/ppo/rollout_corr_helper.py,
+    # compute_rollout_rejection_mask, read at verl commit b178a3c; the keys are 0.9.1's): rlvr's
+    # w = pi_old / pi_rollout in [cap_low, cap] is pi_rollout / pi_old in [1 / cap, 1 / cap_low]
+    upper = 1.0 / ic.cap_low if ic.cap_low is not None else RS_NO_BOUND
+    out[f"{rc}.rollout_rs"] = "token_k1" if level == "token" else "seq_sum_k1"
+    out[f"{rc}.rollout_rs_threshold"] = f"{1.0 / ic.cap:.10g}_{upper:.10g}"
+    w.add("rollout.is_correction", f"verl's rejection sampling ({out[f'{rc}.rollout_rs']}) removes the rejected tokens from response_mask, so they also leave the loss's denominator; rlvr (and TRL) keep them with weight 0")
     return out
 
 
@@ -180,6 +245,7 @@ def export_verl(r) -> Export:
         **_kl(r, w),
         **_optim(r, w),
         **_shaping(r, w),
+        **_remedies(r, w),
         "trainer.experiment_name": r.name or "rlvr",
         "trainer.logger": ["console", "file"],  # the file logger's JSONL is what `rlvr compare` reads back
         "trainer.save_freq": r.checkpoint.every if r.checkpoint.every else -1,
@@ -204,4 +270,6 @@ def format_value(value) -> str:
         return "null"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, str) and value[:1] in "0123456789+-.":
+        return f"'{value}'"  # Hydra would read 0.5_1e+09 as a number
     return str(value)
