@@ -179,9 +179,9 @@ def test_remedy_values_by_hand():
     assert export_recipe(load_recipe("experiments/mismatch/none"), "trl").settings["vllm_importance_sampling_correction"] is False
     kl_cov = export_recipe(load_recipe("experiments/remedies/kl_cov"), "trl")
     assert any(w.startswith("loss.cov_penalty:") and "kl_cov" in w for w in kl_cov.warnings)
-    pk = export_recipe(load_recipe("experiments/remedies/pkpo_k8"), "trl")
-    assert any(w.startswith("advantage.passk:") and "k = 8" in w for w in pk.warnings)
-    pk1 = export_recipe(load_recipe("experiments/remedies/pkpo_k8", ["advantage.passk.k=1"]), "trl")
+    pk = export_recipe(load_recipe("experiments/remedies/pkpo_k4"), "trl")
+    assert any(w.startswith("advantage.passk:") and "k = 4" in w for w in pk.warnings)
+    pk1 = export_recipe(load_recipe("experiments/remedies/pkpo_k4", ["advantage.passk.k=1"]), "trl")
     assert not any(w.startswith("advantage.passk") for w in pk1.warnings)  # PKPO at k = 1 is the plain reward
 
 

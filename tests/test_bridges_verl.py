@@ -183,7 +183,7 @@ def test_remedy_values_by_hand():
     none, _ = apply(override_lines("grpo"))
     assert none.algorithm.rollout_correction.rollout_is is None and none.algorithm.rollout_correction.rollout_rs is None
 
-    pk1 = export_recipe(load_recipe("experiments/remedies/pkpo_k8", ["advantage.passk.k=1"]), "verl")
+    pk1 = export_recipe(load_recipe("experiments/remedies/pkpo_k4", ["advantage.passk.k=1"]), "verl")
     assert not any(w.startswith("advantage.passk") for w in pk1.warnings)  # PKPO at k = 1 is the plain reward
 
 
