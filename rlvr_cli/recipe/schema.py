@@ -171,6 +171,8 @@ class RolloutSpec(Strict):
     """Top-k sampling (0 = off)."""
     old_logprobs: Literal["auto", "sampler", "recompute"] = "auto"
     """Source of the behaviour log-probs log pi_old: `auto` takes them from the sampling pass when its numerics match the trainer's (float32, no autocast) and recomputes them otherwise."""
+    ignore_eos: bool = False
+    """Keep sampling after EOS (it stays an ordinary token), so every response has exactly max_new_tokens tokens and is `length`-finished: fixed work per step, for speed benchmarks only."""
 
 
 # --- the objective -------------------------------------------------------------------------------
