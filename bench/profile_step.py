@@ -10,8 +10,8 @@
 2. --levers, each measured without changing the trainer:
    - KL tracking: the same run with `kl.track` on and off, interleaved (for recipes whose KL is not
      in the objective the reference forward only feeds the logged kl_* metrics);
-   - torch.compile of the policy's forward + backward on one bucketed micro-batch shape: compile
-     seconds, eager and compiled ms per call, the loss difference;
+   - torch.compile of the policy's forward + backward on one micro-batch shape (one bucket of a
+     bucketed run): compile seconds, eager and compiled ms per call, the loss difference;
    - padding: of the tokens the update's micro-batch forwards process, the share that is padding
      (what sequence packing would remove), on a batch the sampler actually drew.
 
@@ -137,7 +137,7 @@ def lever_compile_and_padding(recipe: str, overrides: list[str]) -> None:
     print(f"padding: {1 - real / padded:.0%} of the tokens in the update's micro-batch forwards are padding "
           f"({real} real of {padded}); packing would remove at most that share of the forward/backward work")
 
-    # one micro-batch shape, bucketed: rows of the largest chunk, width rounded up to a multiple of 16
+    # one micro-batch shape (the largest chunk of this batch); a run sees one such shape per width bucket
     idx = max(length_sorted_chunks(order, lengths, r.optim.minibatches * r.optim.micro_batches), key=len)
     b = pack([prompts[i] for i in idx], [resp[i] for i in idx], tok.pad_token_id)
     model.train()
@@ -147,7 +147,7 @@ def lever_compile_and_padding(recipe: str, overrides: list[str]) -> None:
         loss = -(logp * b.response_mask).sum() / b.response_mask.sum()
         loss.backward()
         model.zero_grad(set_to_none=True)
-        return float(loss)
+        return float(loss.detach())
 
     def per_call(m, reps=5):
         fwd_bwd(m)
