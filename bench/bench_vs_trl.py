@@ -17,7 +17,8 @@ Three measurements, each repeated --reps times with the order of A and B swapped
    `on_step_begin` to `on_step_end`; rlvr is its own `step_time_s` metric.
 2. sample: rlvr's sampler against `model.generate` (do_sample, temperature 1, top-k off, top-p 1,
    KV cache) on the same 64-row batch and model: valid completion tokens (up to and including the
-   first EOS) per second, rlvr / generate.
+   first EOS) per second, rlvr / generate; also per second of this process's CPU time, which other
+   processes on a shared machine disturb less than wall time.
 3. floor: the GEMM rate this machine reaches on the step's own matmul shapes (forward and both
    backward products at 64 x 42 rows, decode at 64 rows), the model FLOPs of a step, and the step
    time against FLOPs / rate (an MFU-style ratio; 1.0 would be matmuls only).
@@ -184,13 +185,14 @@ def sample_pair(model, tok, fixed: bool, seed: int, calls: int, rlvr_first: bool
                                  eos_token_id=bc.EOS, pad_token_id=bc.PAD, **({"min_new_tokens": NEW} if fixed else {}))
         return valid_tokens(out[:, enc["input_ids"].shape[1]:])
 
-    rate = {"rlvr": [], "generate": []}
+    rate: dict = {"rlvr": [], "generate": [], "rlvr_cpu": [], "generate_cpu": []}
     order = [("rlvr", ours), ("generate", theirs)]
     for i in range(calls):
         for name, fn in order if (rlvr_first ^ bool(i % 2)) else order[::-1]:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             n = fn(seed * 1000 + i)
             rate[name].append(n / (time.perf_counter() - t0))
+            rate[f"{name}_cpu"].append(n / (time.process_time() - c0))
     return {k: statistics.median(v) for k, v in rate.items()}
 
 
@@ -264,7 +266,7 @@ def main() -> None:
             results["floor_start"] = floor_probe()
             print("compute floor:", json.dumps(results["floor_start"]))
         steps: dict = {m: {"trl": [], "rlvr": [], "ratio": []} for m in args.modes}
-        samples: dict = {m: {"rlvr": [], "generate": [], "ratio": []} for m in args.modes}
+        samples: dict = {m: {"rlvr": [], "generate": [], "ratio": [], "ratio_cpu": []} for m in args.modes}
         for rep in range(args.reps):
             for mode in args.modes:
                 fixed = mode == "fixed"
@@ -284,8 +286,10 @@ def main() -> None:
                     for k in ("rlvr", "generate"):
                         samples[mode][k].append(r[k])
                     samples[mode]["ratio"].append(r["rlvr"] / r["generate"])
+                    samples[mode]["ratio_cpu"].append(r["rlvr_cpu"] / r["generate_cpu"])
                     print(f"rep {rep + 1} sample {mode:7s}: rlvr {r['rlvr']:.0f} tok/s  generate "
-                          f"{r['generate']:.0f} tok/s  rlvr/generate {r['rlvr'] / r['generate']:.2f}x", flush=True)
+                          f"{r['generate']:.0f} tok/s  rlvr/generate {r['rlvr'] / r['generate']:.2f}x "
+                          f"(CPU time {r['rlvr_cpu'] / r['generate_cpu']:.2f}x)", flush=True)
         if "floor" in args.only:
             results["floor_end"] = floor_probe()
             print("compute floor (end):", json.dumps(results["floor_end"]))
@@ -299,6 +303,7 @@ def main() -> None:
         if samples[mode]["ratio"]:
             print(f"sample {mode:7s} rlvr/generate: {summary(samples[mode]['ratio'])}; median tok/s rlvr "
                   f"{statistics.median(samples[mode]['rlvr']):.0f}, generate {statistics.median(samples[mode]['generate']):.0f}")
+            print(f"sample {mode:7s} same, CPU time:  {summary(samples[mode]['ratio_cpu'])}")
     if "floor" in args.only:
         floor = statistics.mean([results["floor_start"]["matmul_floor_s"], results["floor_end"]["matmul_floor_s"]])
         results["floor_s_mean"] = floor

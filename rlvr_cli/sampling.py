@@ -1,8 +1,8 @@
 """The rollout sampler: batched autoregressive sampling with a KV cache, for any causal LM.
 
-One prefill over the left-padded prompts, then one forward per new token over only the rows still
-generating (finished rows are dropped from the batch and its cache, so a batch of mostly short
-answers does not pay for its longest one). It records, for every sampled token, its log-probability
+One prefill over the distinct left-padded prompts (a group's G copies of a prompt share it), then
+one forward per new token over the rows still generating (finished rows are dropped from the batch
+and its cache, so a batch of mostly short answers does not pay for its longest one). It records, for every sampled token, its log-probability
 under the *untruncated* policy at the sampling temperature, log softmax(z/T)[y] -- the same quantity the
 trainer computes -- so the behaviour log-probs can be reused when the numerics match (float32, no
 autocast). Top-p / top-k change which token is drawn, not that recorded log-probability.
@@ -46,6 +46,11 @@ def cache_kwarg(model) -> str:
 def _output_cache(out):
     cache = getattr(out, "cache", None)
     return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+DROP_FINISHED_AT = 0.25
+"""Drop finished rows from the decoded batch once this fraction of it has finished (one cache re-index
+per such batch instead of one per finishing row; the rows kept meanwhile are decoded and ignored)."""
 
 
 def filter_logits(logits: torch.Tensor, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
@@ -272,7 +277,10 @@ def generate(
             f"max_new_tokens: a prompt of {width} tokens plus {max_new_tokens} new tokens exceeds the model's "
             f"{limit} positions"
         )
-    ids, mask = _left_pad(prompt_ids, pad_token_id, device)
+    # a group repeats its prompt G times: prefill each distinct prompt once and copy its cache to its rows
+    distinct: dict[tuple, int] = {}
+    rows_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids], device=device)
+    ids, mask = _left_pad([list(p) for p in distinct], pad_token_id, device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     amp = torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
     with amp:
@@ -281,6 +289,9 @@ def generate(
     total = width + max_new_tokens
     dec = (_Static if static_ok and decoder != "generic" else _Generic)(model, out, b, total, amp)
     del out
+    if len(distinct) < b:
+        dec.select(rows_of)
+        logits, mask, positions = logits[rows_of], mask[rows_of], positions[rows_of]
     # the attention mask of every slot the cache will hold: the prompt's, then ones
     full_mask = torch.ones((b, total), dtype=torch.bool, device=device)
     full_mask[:, :width] = mask.bool()
@@ -326,7 +337,7 @@ def generate(
                     live = ~done
                 else:
                     live[sel[done]] = False
-                if 4 * n_live <= 3 * live.numel():  # a quarter of the decoded batch is finished: drop it
+                if n_live <= (1 - DROP_FINISHED_AT) * live.numel():  # drop the finished rows from the batch
                     idx = torch.nonzero(live).flatten()
                     dec.select(idx)
                     rows, next_pos, full_mask = rows[idx], next_pos[idx], full_mask[idx]
