@@ -13,7 +13,10 @@
    - torch.compile of the policy's forward + backward on one micro-batch shape (one bucket of a
      bucketed run): compile seconds, eager and compiled ms per call, the loss difference;
    - padding: of the tokens the update's micro-batch forwards process, the share that is padding
-     (what sequence packing would remove), on a batch the sampler actually drew.
+     (what sequence packing would remove), on a batch the sampler actually drew;
+   - a shared prompt prefix for the reference forward: each distinct prompt forwarded once, its KV
+     cache copied to the G rows of its group, then the responses: CPU time against the trainer's one
+     forward over prompt + response, and the largest log-prob difference.
 
 Not a test: the figures depend on the machine and its load.
 """
@@ -175,6 +178,61 @@ def lever_compile_and_padding(recipe: str, overrides: list[str]) -> None:
         print("  compiled is not faster here: it does not pay at any run length")
 
 
+def lever_shared_prefix(recipe: str, overrides: list[str], reps: int = 5) -> None:
+    """Reference log-probs with each distinct prompt forwarded once (its cache copied to the group's rows)."""
+    import random
+
+    from rlvr_cli.models import load_model
+    from rlvr_cli.recipe.load import load_recipe
+    from rlvr_cli.sampling import _left_pad, cache_kwarg, generate
+    from rlvr_cli.tasks import build_task, encode_prompt
+    from rlvr_cli.train.batch import pack, response_logprobs
+
+    r = load_recipe(recipe, overrides)
+    model, tok, _ = load_model(r.model.name)
+    task, ro = build_task(r.task), r.rollout
+    problems = task.train_problems(random.Random(1), ro.prompts_per_step)
+    distinct = [encode_prompt(tok, task, p) for p in problems]
+    prompts = [p for p in distinct for _ in range(ro.group_size)]
+    resp = generate(model, prompts, max_new_tokens=ro.max_new_tokens, eos_token_id=tok.eos_token_id,
+                    pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(1)).response_ids
+    full = pack(prompts, resp, tok.pad_token_id)
+    rows = torch.arange(len(distinct)).repeat_interleave(ro.group_size)
+
+    @torch.no_grad()
+    def whole():
+        return response_logprobs(model, full, ro.temperature)[0]
+
+    @torch.no_grad()
+    def shared():
+        ids, mask = _left_pad(distinct, tok.pad_token_id, "cpu")
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values if getattr(out, "cache", None) is None else out.cache
+        cache.batch_select_indices(rows)
+        body = full.response_ids[:, :-1]
+        body_mask = full.response_mask[:, :-1].long()
+        body_pos = pos[rows, -1:] + 1 + torch.arange(body.shape[1])
+        tail = model(input_ids=body, attention_mask=torch.cat([mask[rows], body_mask], 1), position_ids=body_pos,
+                     use_cache=False, **{cache_kwarg(model): cache}).logits
+        logits = torch.cat([out.logits[rows, -1:], tail], 1)
+        lq = torch.log_softmax(logits.float() / ro.temperature, -1)
+        return lq.gather(-1, full.response_ids.unsqueeze(-1)).squeeze(-1)
+
+    a, b = whole(), shared()
+    diff = float(((a - b).abs() * full.response_mask).max())
+    t = {"whole": [], "shared": []}
+    for i in range(reps):
+        for name, fn in (("whole", whole), ("shared", shared)) if i % 2 == 0 else (("shared", shared), ("whole", whole)):
+            c0 = time.process_time()
+            fn()
+            t[name].append(time.process_time() - c0)
+    w, sh = statistics.median(t["whole"]), statistics.median(t["shared"])
+    print(f"shared prompt prefix for the reference forward ({len(distinct)} distinct prompts of width "
+          f"{full.input_ids.shape[1] - full.response_width}, {len(prompts)} rows, response width {full.response_width}): "
+          f"{w * 1e3:.0f} ms -> {sh * 1e3:.0f} ms CPU ({w / sh:.2f}x), max |d log p| {diff:.1e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--recipe", default="dr_grpo")
@@ -194,6 +252,7 @@ def main() -> None:
     report_profile(prof, args.steps - 1, args.top)
     if args.levers:
         lever_kl_track(args.recipe, args.steps, args.set, args.reps)
+        lever_shared_prefix(args.recipe, args.set)
         lever_compile_and_padding(args.recipe, args.set)
 
 
