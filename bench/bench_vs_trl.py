@@ -152,15 +152,18 @@ def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_
         over.append("kl.track=false")  # TRL loads no reference model at beta 0
     recipe = load_recipe(HERE / "bench_grpo.yaml", over)
     out = work / f"rlvr-{time.monotonic_ns()}"
-    saved = rl.eval_and_record, rollout.generate
-    rl.eval_and_record = lambda *a, **k: None  # the final evaluation is not part of a step
+    saved = getattr(rl, "eval_and_record", None), rollout.generate
+    if saved[0] is not None:
+        rl.eval_and_record = lambda *a, **k: None  # the final evaluation is not part of a step
     # until the trainer passes rollout.ignore_eos to the sampler itself (a keyword it passes wins)
     rollout.generate = functools.partial(generate, ignore_eos=recipe.rollout.ignore_eos)
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             rl.train_rl(recipe, out)
     finally:
-        rl.eval_and_record, rollout.generate = saved
+        if saved[0] is not None:
+            rl.eval_and_record = saved[0]
+        rollout.generate = saved[1]
     rows = RunDir(out).read_metrics()
     return {"step_s": [r["step_time_s"] for r in rows], "tokens": [r["gen_tokens"] for r in rows]}
 
