@@ -3,13 +3,19 @@
     python results/reproduce.py                   # all experiments, 3 seeds, 2 runs in parallel
     python results/reproduce.py --only kl entropy # some experiments
     python results/reproduce.py --dry-run         # print the commands only
+    python results/reproduce.py --jobs 1 --threads 2   # one run at a time on 2 threads instead
 
 Each experiment is a set of recipes under recipes/experiments/ (or shipped presets) trained with
 seeds 0..S-1 into runs/experiments/<experiment>/<variant>-seed<k>, then
 `rlvr compare` of those runs into results/<experiment>/ (figure, summary.md, summary.json), with
 the exact commands written to results/<experiment>/commands.md. Finished runs are skipped and
-interrupted ones resumed, so the script can be stopped and restarted at any time. Runs use one
-thread each; --jobs of them run side by side.
+interrupted ones resumed, so the script can be stopped and restarted at any time. Runs use
+--threads torch threads each (default 1); --jobs of them run side by side (default 2: on 2 cores two
+one-thread runs side by side finished sooner than one two-thread run at a time, see the README's
+Speed section). Training runs with this checkout's code (`python -m rlvr_cli`, from the repository
+root); commands.md records them as `rlvr ...`. --set overrides every training run (e.g. `steps=10`
+for a quick pass), --runs and --results put the run directories and comparisons elsewhere (the
+prerequisite runs keep their paths: the recipes that start from them name them).
 """
 
 from __future__ import annotations
@@ -120,11 +126,22 @@ def run_status(run_dir: Path) -> str | None:
         return None
 
 
+OVERRIDES: list[str] = []
+"""--set values for every training run (with --threads as `threads=N`)."""
+
+
 def train_command(recipe: str, out: Path, seed: int | None) -> list[str]:
     cmd = ["rlvr", "train", recipe, "--out", str(out)]
     if seed is not None:
         cmd += ["--seed", str(seed)]
+    for o in OVERRIDES:
+        cmd += ["--set", o]
     return cmd
+
+
+def runnable(cmd: list[str]) -> list[str]:
+    """`rlvr ...` as this checkout's code: the `rlvr` on PATH may be another installation."""
+    return [sys.executable, "-m", "rlvr_cli", *cmd[1:]] if cmd and cmd[0] == "rlvr" else cmd
 
 
 def run_one(cmd: list[str], out: Path, dry: bool, log: list[str]) -> bool:
@@ -142,7 +159,7 @@ def run_one(cmd: list[str], out: Path, dry: bool, log: list[str]) -> bool:
     print(f"[start] {shlex.join(full)}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f"{out.name}.log", "w") as f:
-        rc = subprocess.run(full, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(runnable(full), cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
     print(f"[{'done' if rc == 0 else f'FAILED rc={rc}'}] {out} in {time.time() - t0:.0f}s", flush=True)
     return rc == 0
 
@@ -166,7 +183,7 @@ def run_experiment(exp: Experiment, seeds: int, jobs: int, dry: bool) -> None:
     if dry:
         print(shlex.join(compare))
         return
-    subprocess.run(compare, cwd=ROOT, check=False)
+    subprocess.run(runnable(compare), cwd=ROOT, check=False)
     out.mkdir(parents=True, exist_ok=True)
     (out / "commands.md").write_text(
         f"# {exp.name}: the commands that produced this directory\n\n"
@@ -176,12 +193,21 @@ def run_experiment(exp: Experiment, seeds: int, jobs: int, dry: bool) -> None:
 
 
 def main() -> None:
+    global RUNS, RESULTS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", help="experiment names (default: all)")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=2, help="training runs side by side (default 2)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a field of every training run (repeatable)")
+    ap.add_argument("--runs", default=str(RUNS), help=f"run directories (default {RUNS})")
+    ap.add_argument("--results", default=str(RESULTS), help=f"comparison outputs (default {RESULTS})")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
+    RUNS, RESULTS = Path(args.runs), Path(args.results)
+    OVERRIDES[:] = [f"threads={args.threads}", *args.set] if args.threads != 1 else list(args.set)
+    t0 = time.time()
     names = {e.name for e in EXPERIMENTS} | {"r1", "inference_compute"}
     unknown = set(args.only or []) - names
     if unknown:
@@ -198,6 +224,8 @@ def main() -> None:
         print("== r1", flush=True)
         cmd = ["bash", "results/r1_pipeline.sh"]
         print(shlex.join(cmd)) if args.dry_run else subprocess.run(cmd, cwd=ROOT, check=False)
+    if not args.dry_run:
+        print(f"== wall time {time.time() - t0:.0f} s (--jobs {args.jobs}, --threads {args.threads})", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The rollout sampler: batched autoregressive sampling with a KV cache, for any causal LM.
 
-One prefill over the left-padded prompts, then one forward per new token over only the rows still
-generating (finished rows are dropped from the batch and its cache, so a batch of mostly short
-answers does not pay for its longest one). It records, for every sampled token, its log-probability
+One prefill over the distinct left-padded prompts (a group's G copies of a prompt share it), then
+one forward per new token over the rows still generating (finished rows are dropped from the batch
+and its cache, so a batch of mostly short answers does not pay for its longest one). It records, for every sampled token, its log-probability
 under the *untruncated* policy at the sampling temperature, log softmax(z/T)[y] -- the same quantity the
 trainer computes -- so the behaviour log-probs can be reused when the numerics match (float32, no
 autocast). Top-p / top-k change which token is drawn, not that recorded log-probability.
@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from rlvr_cli.errors import UserError
 
@@ -47,6 +48,11 @@ def _output_cache(out):
     return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
+DROP_FINISHED_AT = 0.25
+"""Drop finished rows from the decoded batch once this fraction of it has finished (one cache re-index
+per such batch instead of one per finishing row; the rows kept meanwhile are decoded and ignored)."""
+
+
 def filter_logits(logits: torch.Tensor, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
     """Mask logits outside the top-k and outside the smallest set with cumulative probability >= top_p."""
     if top_k and top_k < logits.shape[-1]:
@@ -60,6 +66,162 @@ def filter_logits(logits: torch.Tensor, top_p: float = 1.0, top_k: int = 0) -> t
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, idx, sorted_logits)
     return logits
+
+
+def _left_pad(prompt_ids: list[list[int]], pad_token_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    b, width = len(prompt_ids), max(len(p) for p in prompt_ids)
+    ids = torch.full((b, width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((b, width), dtype=torch.long)
+    for i, p in enumerate(prompt_ids):
+        if len(p) == 0:
+            raise ValueError("empty prompt")
+        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[i, width - len(p) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+class _Generic:
+    """Decode through ``model.forward`` with the library's own (dynamic) KV cache: any causal LM."""
+
+    def __init__(self, model, out, batch: int, total: int, amp):
+        self.model, self.kw, self.amp = model, cache_kwarg(model), amp
+        self.cache = _output_cache(out)
+
+    def select(self, idx: torch.Tensor) -> None:
+        self.cache.batch_select_indices(idx)
+
+    def step(self, tok: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        with self.amp:
+            out = self.model(input_ids=tok.unsqueeze(-1), attention_mask=mask.long(), position_ids=pos.unsqueeze(-1),
+                             use_cache=True, **{self.kw: self.cache})
+        self.cache = _output_cache(out)
+        return out.logits[:, -1, :].float()
+
+
+class _Static:
+    """A decode step written out for Llama and GPT-2 models, over a preallocated KV cache.
+
+    The same operations as the ``transformers`` modules (same order, same kernels: `F.linear` / `addmm`,
+    `scaled_dot_product_attention` over exactly the keys written so far) without their per-call Python
+    work: no cache objects, no mask builders, no `torch.cat` of the cache per token. The cache is one
+    buffer per layer of shape [2, B, heads, prompt + max_new, head_dim], filled from the prefill; a new
+    token's keys and values are written in place.
+    """
+
+    def __init__(self, model, out, batch: int, total: int, amp):
+        self.model, self.cfg = model, model.config
+        legacy = _output_cache(out)
+        self.kv = []
+        for layer in range(self.cfg.num_hidden_layers if hasattr(self.cfg, "num_hidden_layers") else self.cfg.n_layer):
+            k, v = _cache_layer(legacy, layer)
+            buf = k.new_empty((2, k.shape[0], k.shape[1], total, k.shape[3]))
+            buf[0, :, :, : k.shape[2]] = k
+            buf[1, :, :, : v.shape[2]] = v
+            self.kv.append(buf)
+        self.slot = k.shape[2]  # where the next token's keys go
+        if self.cfg.model_type == "llama":
+            rot = model.model.rotary_emb
+            pos = torch.arange(total + 1, device=k.device)[None]
+            self.cos, self.sin = (t[0] for t in rot(k, pos))  # the same formula, tabulated once
+            # q/k/v and gate/up as one matmul each (each output column is the same dot product)
+            self.qkv = [torch.cat([x.self_attn.q_proj.weight, x.self_attn.k_proj.weight, x.self_attn.v_proj.weight])
+                        for x in model.model.layers]
+            self.gate_up = [torch.cat([x.mlp.gate_proj.weight, x.mlp.up_proj.weight]) for x in model.model.layers]
+
+    def select(self, idx: torch.Tensor) -> None:
+        self.kv = [buf.index_select(1, idx) for buf in self.kv]
+
+    def step(self, tok: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        s = self.slot
+        self.slot += 1
+        keep = mask[:, None, None, : s + 1]
+        if bool(keep.all()):
+            keep = None  # what transformers passes when no key is masked
+        if self.cfg.model_type == "llama":
+            return self._llama(tok, pos, s, keep)
+        return self._gpt2(tok, pos, s, keep)
+
+    def _attend(self, q, k, v, layer: int, s: int, keep, scale: float) -> torch.Tensor:
+        buf = self.kv[layer]
+        buf[0, :, :, s : s + 1] = k
+        buf[1, :, :, s : s + 1] = v
+        o = F.scaled_dot_product_attention(q, buf[0, :, :, : s + 1], buf[1, :, :, : s + 1], attn_mask=keep,
+                                           scale=scale)
+        return o.transpose(1, 2).reshape(q.shape[0], 1, -1)
+
+    def _llama(self, tok, pos, s, keep):
+        m, c = self.model.model, self.cfg
+        nh = c.num_attention_heads
+        hd = getattr(c, "head_dim", None) or c.hidden_size // nh
+        b = tok.shape[0]
+        cos, sin = self.cos[pos][:, None, None, :], self.sin[pos][:, None, None, :]
+        x = m.embed_tokens(tok[:, None])
+        for i, layer in enumerate(m.layers):
+            a = layer.self_attn
+            h = layer.input_layernorm(x)
+            q, k, v = F.linear(h, self.qkv[i]).view(b, 1, 3, nh, hd).transpose(1, 3).unbind(2)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+            x = x + F.linear(self._attend(q, k, v, i, s, keep, a.scaling), a.o_proj.weight)
+            h = layer.post_attention_layernorm(x)
+            gate, up = F.linear(h, self.gate_up[i]).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
+        return self.model.lm_head(m.norm(x))[:, -1, :].float()
+
+    def _gpt2(self, tok, pos, s, keep):
+        m, c = self.model.transformer, self.cfg
+        nh = c.n_head
+        hd = c.n_embd // nh
+        b = tok.shape[0]
+        x = m.wte(tok[:, None]) + m.wpe(pos[:, None])
+        for i, block in enumerate(m.h):
+            a = block.attn
+            h = block.ln_1(x)
+            qkv = torch.addmm(a.c_attn.bias, h.view(b, -1), a.c_attn.weight).view(b, 1, -1)
+            q, k, v = (t.view(b, 1, nh, hd).transpose(1, 2) for t in qkv.split(a.split_size, dim=2))
+            o = self._attend(q, k, v, i, s, keep, a.scaling)
+            x = torch.addmm(a.c_proj.bias, o.view(b, -1), a.c_proj.weight).view(b, 1, -1) + x
+            h = block.ln_2(x)
+            mlp = block.mlp
+            h = mlp.act(torch.addmm(mlp.c_fc.bias, h.view(b, -1), mlp.c_fc.weight))
+            x = x + torch.addmm(mlp.c_proj.bias, h, mlp.c_proj.weight).view(b, 1, -1)
+        return self.model.lm_head(m.ln_f(x))[:, -1, :].float()
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _cache_layer(cache, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if hasattr(cache, "layers"):
+        return cache.layers[layer].keys, cache.layers[layer].values
+    return cache[layer]
+
+
+def static_decode_supported(model) -> bool:
+    """Whether ``generate`` can use the written-out decode step (`_Static`) for this model.
+
+    Llama (default RoPE, no biases, SiLU, no grouped-query attention) and GPT-2 (no cross-attention, no
+    per-layer or upcast attention scaling), both with `sdpa` attention, whose operations `_Static`
+    repeats exactly; every other model decodes through its own ``forward``.
+    """
+    cfg = getattr(model, "config", None)
+    kind = getattr(cfg, "model_type", None)
+    if getattr(cfg, "_attn_implementation", None) != "sdpa" or model.training:
+        return False
+    if kind == "llama":
+        rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+        return (type(model).__name__ == "LlamaForCausalLM"
+                and rope.get("rope_type", rope.get("type", "default")) == "default"
+                and cfg.num_key_value_heads == cfg.num_attention_heads
+                and not cfg.attention_bias and not cfg.mlp_bias and cfg.hidden_act == "silu"
+                and getattr(cfg, "pretraining_tp", 1) == 1)
+    if kind == "gpt2":
+        return (type(model).__name__ == "GPT2LMHeadModel" and not cfg.add_cross_attention
+                and cfg.scale_attn_weights and not cfg.scale_attn_by_inverse_layer_idx
+                and not cfg.reorder_and_upcast_attn)
+    return False
 
 
 @torch.no_grad()
@@ -79,16 +241,33 @@ def generate(
     suppress_ids: list[int] | None = None,
     suppress_until: int = 0,
     greedy: bool = False,
+    ignore_eos: bool = False,
+    decoder: str = "auto",
 ) -> Samples:
     """Sample one response per prompt (repeat a prompt G times for a group).
 
     ``suppress_ids`` are forbidden until ``suppress_until`` tokens have been generated (used by budget
     forcing's minimum thinking length). ``greedy`` takes the argmax instead of sampling.
+    ``ignore_eos`` keeps sampling after an EOS (it stays an ordinary response token), so every
+    response has exactly ``max_new_tokens`` tokens (finish reason `length`): fixed work per batch, for
+    benchmarks. ``decoder``: `static` (the written-out decode step over a preallocated cache,
+    `static_decode_supported` models only, no autocast), `generic` (``model.forward`` with its own
+    cache) or `auto` (static where supported).
+
+    Finished rows are dropped from the batch only when at least a quarter of it has finished (one
+    cache re-index per quarter instead of one per finishing row); the rows kept meanwhile are decoded
+    and ignored. Tokens are drawn only for the unfinished rows, in batch order, so the random stream is
+    the one a batch of exactly those rows would use.
     """
     device = next(model.parameters()).device
     b = len(prompt_ids)
     if b == 0:
         return Samples([], [], [], [], 0)
+    if decoder not in ("auto", "static", "generic"):
+        raise ValueError(f"decoder must be auto, static or generic, not {decoder!r}")
+    static_ok = autocast_dtype is None and static_decode_supported(model)
+    if decoder == "static" and not static_ok:
+        raise ValueError(f"the static decoder does not support {type(model).__name__} (or autocast)")
     eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id)
     eos_t = torch.tensor(sorted(eos), device=device)
     width = max(len(p) for p in prompt_ids)
@@ -98,76 +277,84 @@ def generate(
             f"max_new_tokens: a prompt of {width} tokens plus {max_new_tokens} new tokens exceeds the model's "
             f"{limit} positions"
         )
-    ids = torch.full((b, width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros((b, width), dtype=torch.long)
-    for i, p in enumerate(prompt_ids):
-        if len(p) == 0:
-            raise ValueError("empty prompt")
-        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-        mask[i, width - len(p) :] = 1
-    ids, mask = ids.to(device), mask.to(device)
+    # a group repeats its prompt G times: prefill each distinct prompt once and copy its cache to its rows
+    distinct: dict[tuple, int] = {}
+    rows_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids], device=device)
+    ids, mask = _left_pad([list(p) for p in distinct], pad_token_id, device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    kw = cache_kwarg(model)
     amp = torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
-
-    responses: list[list[int]] = [[] for _ in range(b)]
-    logps: list[list[float]] = [[] for _ in range(b)]
-    reasons = ["length"] * b
-    active = torch.arange(b, device=device)  # original row of each row still in the batch
     with amp:
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-    cache = _output_cache(out)
     logits = out.logits[:, -1, :].float()
+    total = width + max_new_tokens
+    dec = (_Static if static_ok and decoder != "generic" else _Generic)(model, out, b, total, amp)
+    del out
+    if len(distinct) < b:
+        dec.select(rows_of)
+        logits, mask, positions = logits[rows_of], mask[rows_of], positions[rows_of]
+    # the attention mask of every slot the cache will hold: the prompt's, then ones
+    full_mask = torch.ones((b, total), dtype=torch.bool, device=device)
+    full_mask[:, :width] = mask.bool()
     next_pos = positions[:, -1] + 1
+
+    tokens = torch.zeros((max_new_tokens, b), dtype=torch.long, device=device)  # [t, original row]
+    logps = torch.zeros((max_new_tokens, b), dtype=torch.float32, device=device)
+    lengths = torch.full((b,), max_new_tokens, dtype=torch.long, device=device)
+    ended = torch.zeros(b, dtype=torch.bool, device=device)  # finished at EOS
+    rows = torch.arange(b, device=device)  # original row of each row in the decoded batch
+    live = torch.ones(b, dtype=torch.bool, device=device)  # rows of the decoded batch still generating
+    n_live = b
     suppress = torch.tensor(suppress_ids, device=device, dtype=torch.long) if suppress_ids else None
     gen_tokens = 0
     for t in range(max_new_tokens):
-        z = logits / temperature
+        if n_live < live.numel():
+            sel = torch.nonzero(live).flatten()
+            z, own = logits[sel] / temperature, rows[sel]
+        else:
+            sel, z, own = None, logits / temperature, rows
         if suppress is not None and t < suppress_until:
             z[:, suppress] = float("-inf")
-        logq = torch.log_softmax(z, dim=-1)
         if greedy:
             tok = z.argmax(dim=-1)
         else:
             probs = torch.softmax(filter_logits(z, top_p, top_k), dim=-1)
             tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        lp = logq.gather(-1, tok.unsqueeze(-1)).squeeze(-1) if return_logprobs else None
+        tokens[t].index_copy_(0, own, tok)
+        if return_logprobs:
+            logps[t].index_copy_(0, own, torch.log_softmax(z, dim=-1).gather(-1, tok.unsqueeze(-1)).squeeze(-1))
         gen_tokens += tok.numel()
-        tok_list = tok.tolist()
-        rows = active.tolist()
-        lp_list = lp.tolist() if lp is not None else None
-        for j, row in enumerate(rows):
-            responses[row].append(tok_list[j])
-            if lp_list is not None:
-                logps[row].append(lp_list[j])
-        done = torch.isin(tok, eos_t)
-        for j in torch.nonzero(done).flatten().tolist():
-            reasons[rows[j]] = "eos"
-        if t == max_new_tokens - 1:
+        last = t == max_new_tokens - 1
+        if not ignore_eos:
+            done = torch.isin(tok, eos_t)
+            n_done = int(done.sum())
+            if n_done:
+                lengths[own[done]] = t + 1
+                ended[own[done]] = True
+                n_live -= n_done
+                if n_live == 0 or last:
+                    break
+                if sel is None:
+                    live = ~done
+                else:
+                    live[sel[done]] = False
+                if n_live <= (1 - DROP_FINISHED_AT) * live.numel():  # drop the finished rows from the batch
+                    idx = torch.nonzero(live).flatten()
+                    dec.select(idx)
+                    rows, next_pos, full_mask = rows[idx], next_pos[idx], full_mask[idx]
+                    live = live[idx]
+        if last:
             break
-        keep = ~done
-        if not bool(keep.any()):
-            break
-        if not bool(keep.all()):
-            idx = torch.nonzero(keep).flatten()
-            cache.batch_select_indices(idx)
-            active, tok, mask, next_pos = active[idx], tok[idx], mask[idx], next_pos[idx]
-        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-        with amp:
-            out = model(
-                input_ids=tok.unsqueeze(-1),
-                attention_mask=mask,
-                position_ids=next_pos.unsqueeze(-1),
-                use_cache=True,
-                **{kw: cache},
-            )
-        cache = _output_cache(out)
-        logits = out.logits[:, -1, :].float()
+        # the token fed to each decoded row (finished rows get their last token; their output is ignored)
+        fed = tok if tok.numel() == rows.numel() else tokens[t].index_select(0, rows)
+        logits = dec.step(fed, next_pos, full_mask[:, : width + t + 1])
         next_pos = next_pos + 1
+    lens = lengths.tolist()
+    tok_rows = tokens.t().tolist()
+    lp_rows = logps.t().tolist() if return_logprobs else []
     return Samples(
         prompt_ids=[list(p) for p in prompt_ids],
-        response_ids=responses,
-        finish_reasons=reasons,
-        logprobs=logps if return_logprobs else [],
+        response_ids=[r[:n] for r, n in zip(tok_rows, lens)],
+        finish_reasons=["eos" if e else "length" for e in ended.tolist()],
+        logprobs=[r[:n] for r, n in zip(lp_rows, lens)] if return_logprobs else [],
         gen_tokens=gen_tokens,
     )

@@ -12,13 +12,28 @@ from rlvr_cli.errors import UserError
 from rlvr_cli.models import load_model, resolve_model_ref
 from rlvr_cli.models.tiny import build_tiny_model
 from rlvr_cli.models.tokenizer import build_char_tokenizer
-from rlvr_cli.sampling import filter_logits, generate
+from rlvr_cli.sampling import filter_logits, generate, static_decode_supported
 
 
 @pytest.fixture(scope="module")
 def tiny():
     tok = build_char_tokenizer()
     model = build_tiny_model(tok, seed=0).eval()
+    return model, tok
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tiny):
+    """A small random Llama (RoPE, RMSNorm, SwiGLU) on the same tokenizer: the other static-decoder architecture."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    _, tok = tiny
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=4, intermediate_size=128, max_position_embeddings=128,
+                      pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(cfg).eval()
     return model, tok
 
 
@@ -93,12 +108,14 @@ def test_hub_ids_fail_cleanly_offline(monkeypatch):
         load_model("rlvr-test/definitely-not-cached")
 
 
-def test_sampler_logprobs_match_a_full_forward(tiny):
-    model, tok = tiny
+@pytest.mark.parametrize("arch", ["tiny", "tiny_llama"])
+@pytest.mark.parametrize("decoder", ["static", "generic"])
+def test_sampler_logprobs_match_a_full_forward(arch, decoder, request):
+    model, tok = request.getfixturevalue(arch)
     prompts = [ids(tok, "347+285="), ids(tok, "1,2,3>6:"), ids(tok, "9+1=")] * 4
     g = torch.Generator().manual_seed(0)
     out = generate(model, prompts, max_new_tokens=12, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                   generator=g, temperature=0.7)
+                   generator=g, temperature=0.7, decoder=decoder)
     for p, r, lp in zip(prompts, out.response_ids, out.logprobs):
         full = torch.tensor([p + r])
         with torch.no_grad():
@@ -168,3 +185,48 @@ def test_filter_logits_top_k_and_top_p():
     kept = ~torch.isinf(filter_logits(logits, top_p=0.81))
     assert kept.tolist() == [[True, True, True, False]]
     assert (~torch.isinf(filter_logits(logits, top_p=0.01))).sum() == 1  # the top token always stays
+
+
+@pytest.mark.parametrize("arch", ["tiny", "tiny_llama"])
+def test_static_decoder_gives_the_generic_decoders_samples_bit_for_bit(arch, request):
+    model, tok = request.getfixturevalue(arch)
+    assert static_decode_supported(model)
+    # rows of different widths that finish at different steps: left padding, masking and dropping finished rows
+    prompts = [ids(tok, "347+285="), ids(tok, "9+1="), ids(tok, "1,2,3>6:")] * 8
+    kw = dict(max_new_tokens=20, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, temperature=0.9)
+    for seed in range(3):
+        a = generate(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="generic", **kw)
+        b = generate(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="static", **kw)
+        assert a.response_ids == b.response_ids and a.finish_reasons == b.finish_reasons
+        assert a.logprobs == b.logprobs  # the same kernels in the same order: equal, not merely close
+    assert {why for why in a.finish_reasons} == {"eos", "length"}  # both ways of finishing were exercised
+
+
+def test_static_decoder_refuses_what_it_does_not_cover(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError, match="static decoder"):
+        generate(model, [ids(tok, "1+1=")], max_new_tokens=2, eos_token_id=tok.eos_token_id,
+                 pad_token_id=tok.pad_token_id, decoder="static", autocast_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="decoder must be"):
+        generate(model, [ids(tok, "1+1=")], max_new_tokens=2, eos_token_id=tok.eos_token_id,
+                 pad_token_id=tok.pad_token_id, decoder="fast")
+
+
+def test_ignore_eos_gives_fixed_length_responses(tiny):
+    model, tok = tiny
+    bias = torch.zeros(len(tok))
+    bias[tok.eos_token_id] = 3.0  # EOS is likely, so a normal sampler stops early
+    h = model.lm_head.register_forward_hook(lambda m, i, o: o + bias)
+    try:
+        kw = dict(max_new_tokens=7, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        prompts = [ids(tok, "1+1=")] * 8
+        free = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
+        fixed = generate(model, prompts, generator=torch.Generator().manual_seed(0), ignore_eos=True, **kw)
+    finally:
+        h.remove()
+    assert any(len(r) < 7 for r in free.response_ids)
+    assert all(len(r) == 7 for r in fixed.response_ids) and fixed.finish_reasons == ["length"] * 8
+    assert any(tok.eos_token_id in r[:-1] for r in fixed.response_ids)  # EOS was drawn and sampling went on
+    assert fixed.gen_tokens == 8 * 7 and all(len(lp) == 7 for lp in fixed.logprobs)
+    # until the first EOS anywhere in the batch, both draw from the same stream
+    assert [r[0] for r in fixed.response_ids] == [r[0] for r in free.response_ids]

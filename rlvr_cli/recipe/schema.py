@@ -210,6 +210,8 @@ class RolloutSpec(Strict):
     sample_autocast: Literal["none", "bfloat16", "float16"] = "none"
     """Sample under torch autocast to this dtype while the trainer keeps model.dtype: a real sampler/trainer mismatch (as vLLM bf16 vs an fp32 trainer), testable on CPU."""
     is_correction: ISCorrectionSpec = Field(default_factory=ISCorrectionSpec)
+    ignore_eos: bool = False
+    """Keep sampling after EOS (it stays an ordinary token), so every response has exactly max_new_tokens tokens and is `length`-finished: fixed work per step, for speed benchmarks only."""
 
 
 # --- the objective -------------------------------------------------------------------------------

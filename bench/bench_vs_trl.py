@@ -1,0 +1,327 @@
+"""rlvr against TRL's GRPOTrainer and `model.generate`, side by side in one process, interleaved A/B.
+
+    python bench/bench_vs_trl.py                     # 6 repetitions, default EOS and fixed length
+    python bench/bench_vs_trl.py --reps 3 --steps 4 --beta 0 --only step
+
+The work is the bench config (bench/bench_config.py): a 1.06M-parameter Llama from a config, 8
+prompts x 8 responses, at most 32 new tokens, GRPO (group-std advantages, token ratio clipped at
+0.2, k3 KL in the loss with beta 0.04, mean over each sequence's tokens then over sequences), AdamW
+lr 1e-5, gradient clipping 1.0, float32, 1 thread. rlvr runs bench/bench_grpo.yaml on the exported
+model; TRL 1.16 builds the identical model in memory (checked weight for weight).
+
+Three measurements, each repeated --reps times with the order of A and B swapped every repetition
+(the machine may be shared: paired ratios within a repetition cancel most of the load):
+
+1. step: seconds per GRPO step (generation, reward, reference forward, policy forward/backward,
+   clipping, AdamW), the median of steps 2..N of a fresh run, TRL / rlvr. TRL times from
+   `on_step_begin` to `on_step_end`; rlvr is its own `step_time_s` metric.
+2. sample: rlvr's sampler against `model.generate` (do_sample, temperature 1, top-k off, top-p 1,
+   KV cache) on the same 64-row batch and model: valid completion tokens (up to and including the
+   first EOS) per second, rlvr / generate; also per second of this process's CPU time, which other
+   processes on a shared machine disturb less than wall time.
+3. floor: the GEMM rate this machine reaches on the step's own matmul shapes (forward and both
+   backward products at 64 x 42 rows, decode at 64 rows), the model FLOPs of a step, and the step
+   time against FLOPs / rate (an MFU-style ratio; 1.0 would be matmuls only).
+
+Each comes twice: "default" (a response stops at its first EOS) and "fixed" (every response has
+exactly 32 tokens: `min_new_tokens=32` for TRL and `model.generate`, `rollout.ignore_eos` for rlvr),
+which makes the compute per step identical whatever the random streams draw.
+
+TRL is optional (`pip install -e .[bench]`, or `pip install --no-deps trl==1.16.0 accelerate` plus
+psutil): without it the step comparison is skipped with a message and the rest runs. Not a test;
+the figures depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+for _k, _v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
+               ("TOKENIZERS_PARALLELISM", "false"), ("OMP_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"),
+               ("WANDB_DISABLED", "true"), ("TRL_EXPERIMENTAL_SILENCE", "1"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1")):
+    os.environ.setdefault(_k, _v)
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import torch  # noqa: E402
+
+import bench_config as bc  # noqa: E402
+
+P, G, NEW = 8, 8, 32
+
+
+def have_trl() -> str | None:
+    try:
+        import trl  # noqa: F401
+    except ImportError as e:
+        return f"TRL is not installed ({e}); install the `bench` extra to compare steps"
+    return None
+
+
+# --- TRL ---------------------------------------------------------------------------------------------
+def trl_run(steps: int, beta: float, fixed: bool, seed: int, work: Path) -> dict:
+    """A fresh GRPOTrainer on the bench config; seconds of each step and valid completion tokens."""
+    import transformers
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOConfig, GRPOTrainer
+    from datasets import Dataset
+
+    transformers.logging.set_verbosity_error()
+    tok, model = bc.tokenizer(), bc.model(seed)
+    data = bc.rows(steps * P, seed)
+    ds = Dataset.from_dict({"prompt": [r["prompt"] for r in data], "answer": [r["answer"] for r in data]})
+    init = work / "trl_init"
+    model.save_pretrained(init)  # TRL loads its reference from config._name_or_path
+    tok.save_pretrained(init)
+    model.config._name_or_path = str(init)
+    cfg = GRPOConfig(
+        output_dir=str(work / "trl_out"), use_cpu=True, bf16=False, fp16=False,
+        gradient_checkpointing=False, activation_checkpointing=False, use_vllm=False,
+        per_device_train_batch_size=P * G, gradient_accumulation_steps=1, num_generations=G, num_iterations=1,
+        max_completion_length=NEW, shuffle_dataset=False, temperature=1.0, top_p=1.0, top_k=0,
+        generation_kwargs={"min_new_tokens": NEW} if fixed else None,
+        beta=beta, loss_type="grpo", epsilon=0.2, scale_rewards="group",
+        learning_rate=1e-5, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
+        optim="adamw_torch", max_steps=steps, seed=seed, data_seed=seed, report_to="none", logging_steps=1,
+        save_strategy="no", disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
+    )
+    times: list[float] = []
+    tokens: list[int] = []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            times.append(time.perf_counter() - self.t0)
+
+    trainer = GRPOTrainer(model=model, reward_funcs=bc.reward, args=cfg, train_dataset=ds, processing_class=tok,
+                          callbacks=[Timer()])
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    assert trainer.args.device.type == "cpu" and not trainer.args.bf16 and trainer.args.generation_batch_size == P * G
+    policy = trainer.accelerator.unwrap_model(trainer.model_wrapped)
+    real = policy.generate
+
+    def counting_generate(*a, **k):  # passes everything through; counts valid completion tokens
+        out = real(*a, **k)
+        width = k["input_ids"].shape[1] if "input_ids" in k else a[0].shape[1]
+        tokens.append(valid_tokens(out[:, width:]))
+        return out
+
+    policy.generate = counting_generate
+    with contextlib.redirect_stdout(sys.stderr):
+        trainer.train()
+    return {"step_s": times, "tokens": tokens}
+
+
+def valid_tokens(gen: torch.Tensor) -> int:
+    """Tokens up to and including each row's first EOS (all of them when there is none)."""
+    is_eos = gen == bc.EOS
+    first = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, torch.full_like(is_eos[:, 0], gen.shape[1],
+                                                                                    dtype=torch.long))
+    return int(first.sum())
+
+
+# --- rlvr --------------------------------------------------------------------------------------------
+def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_dir: Path, data: tuple) -> dict:
+    """A fresh rlvr run of bench/bench_grpo.yaml; its step_time_s and gen_tokens per step."""
+    import rlvr_cli.train.rl as rl
+    import rlvr_cli.train.rollout as rollout
+    from rlvr_cli.recipe.load import load_recipe
+    from rlvr_cli.sampling import generate
+    from rlvr_cli.train.rundir import RunDir
+
+    over = [f"model.name={model_dir}", f"task.path={data[0]}", f"task.eval_path={data[1]}", f"steps={steps}",
+            f"seed={seed}", f"kl.beta={beta}", f"rollout.ignore_eos={str(fixed).lower()}"]
+    if beta == 0:
+        over.append("kl.track=false")  # TRL loads no reference model at beta 0
+    recipe = load_recipe(HERE / "bench_grpo.yaml", over)
+    out = work / f"rlvr-{time.monotonic_ns()}"
+    saved = getattr(rl, "eval_and_record", None), rollout.generate
+    if saved[0] is not None:
+        rl.eval_and_record = lambda *a, **k: None  # the final evaluation is not part of a step
+    # until the trainer passes rollout.ignore_eos to the sampler itself (a keyword it passes wins)
+    rollout.generate = functools.partial(generate, ignore_eos=recipe.rollout.ignore_eos)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            rl.train_rl(recipe, out)
+    finally:
+        if saved[0] is not None:
+            rl.eval_and_record = saved[0]
+        rollout.generate = saved[1]
+    rows = RunDir(out).read_metrics()
+    return {"step_s": [r["step_time_s"] for r in rows], "tokens": [r["gen_tokens"] for r in rows]}
+
+
+# --- sampler against model.generate ----------------------------------------------------------------------
+def sample_pair(model, tok, fixed: bool, seed: int, calls: int, rlvr_first: bool) -> dict:
+    from rlvr_cli.sampling import generate
+
+    problems = bc.rows(P, 0)
+    ids = [tok(r["prompt"])["input_ids"] for r in problems for _ in range(G)]
+    enc = tok([r["prompt"] for r in problems for _ in range(G)], return_tensors="pt", padding=True)
+
+    def ours(s):
+        out = generate(model, ids, max_new_tokens=NEW, eos_token_id=bc.EOS, pad_token_id=bc.PAD,
+                       generator=torch.Generator().manual_seed(s), ignore_eos=fixed)
+        return out.gen_tokens
+
+    def theirs(s):
+        torch.manual_seed(s)
+        with torch.no_grad():
+            out = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=NEW,
+                                 eos_token_id=bc.EOS, pad_token_id=bc.PAD, **({"min_new_tokens": NEW} if fixed else {}))
+        return valid_tokens(out[:, enc["input_ids"].shape[1]:])
+
+    rate: dict = {"rlvr": [], "generate": [], "rlvr_cpu": [], "generate_cpu": []}
+    order = [("rlvr", ours), ("generate", theirs)]
+    for i in range(calls):
+        for name, fn in order if (rlvr_first ^ bool(i % 2)) else order[::-1]:
+            t0, c0 = time.perf_counter(), time.process_time()
+            n = fn(seed * 1000 + i)
+            rate[name].append(n / (time.perf_counter() - t0))
+            rate[f"{name}_cpu"].append(n / (time.process_time() - c0))
+    return {k: statistics.median(v) for k, v in rate.items()}
+
+
+# --- the compute floor -------------------------------------------------------------------------------------
+def gemm_rate(m: int, k: int, n: int, seconds: float = 0.15) -> float:
+    """GFLOP/s of [m,k] @ [k,n] in float32 (the median of 5 timed batches after a warm-up)."""
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    torch.mm(a, b)
+    reps = max(1, int(seconds / max(1e-6, _time(lambda: torch.mm(a, b), 3))))
+    best = statistics.median(_time(lambda: torch.mm(a, b), reps) for _ in range(5))
+    return 2 * m * k * n / best / 1e9
+
+
+def _time(fn, reps: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) / reps
+
+
+def floor_probe(prompt: int = 10) -> dict:
+    """The GEMM rate on the step's shapes, weighted by their FLOPs, and the matmul-only time of a fixed-length step."""
+    m_train, m_decode = P * G * (prompt + NEW), P * G
+    train_s = decode_s = train_f = decode_f = 0.0
+    for i, o, count in bc.linear_shapes():
+        for m, k, n in ((m_train, i, o), (m_train, o, i), (i, m_train, o)):  # forward, grad input, grad weight
+            f = 2.0 * m * k * n * count
+            train_f, train_s = train_f + f, train_s + f / (gemm_rate(m, k, n) * 1e9)
+        f = 2.0 * m_decode * i * o * count
+        decode_f, decode_s = decode_f + f, decode_s + f / (gemm_rate(m_decode, i, o) * 1e9)
+    train_rate, decode_rate = train_f / train_s / 1e9, decode_f / decode_s / 1e9
+    flops = bc.step_flops(P * G, prompt, NEW)
+    floor = flops["sample"] / (decode_rate * 1e9) + (flops["reference"] + flops["policy"]) / (train_rate * 1e9)
+    return {"gemm_gflops_train_shapes": round(train_rate, 1), "gemm_gflops_decode_shapes": round(decode_rate, 1),
+            "step_gflop": round(flops["total"] / 1e9, 2), "matmul_floor_s": round(floor, 4)}
+
+
+# --- driver ------------------------------------------------------------------------------------------------
+def summary(xs: list[float]) -> str:
+    return f"median {statistics.median(xs):.2f}x  range {min(xs):.2f}-{max(xs):.2f}x  (n={len(xs)})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=6, help="interleaved repetitions (default 6)")
+    ap.add_argument("--steps", type=int, default=4, help="steps per run; the first is a warm-up (default 4)")
+    ap.add_argument("--calls", type=int, default=3, help="sampler calls per side per repetition (default 3)")
+    ap.add_argument("--beta", type=float, default=0.04)
+    ap.add_argument("--modes", nargs="+", default=["default", "fixed"], choices=["default", "fixed"])
+    ap.add_argument("--only", nargs="+", default=["step", "sample", "floor"], choices=["step", "sample", "floor"])
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    with contextlib.suppress(RuntimeError):
+        torch.set_num_interop_threads(1)
+    warnings.filterwarnings("ignore")
+    from rlvr_cli.models import load_model
+
+    results: dict = {"config": vars(args), "load_avg_start": os.getloadavg(), "versions": {"torch": torch.__version__}}
+    trl_missing = have_trl() if "step" in args.only else None
+    if trl_missing:
+        print(f"skipping the step comparison: {trl_missing}")
+    with tempfile.TemporaryDirectory(prefix="bench_vs_trl_") as tmp:
+        work = Path(tmp)
+        model_dir = bc.export(work / "model")
+        data = bc.write_task_files(work / "data", train=max(64, args.steps * P))
+        model, tok, _ = load_model(str(model_dir))
+        reference = bc.model(0).state_dict()
+        assert all(torch.equal(v, reference[k]) for k, v in model.state_dict().items()), "exported weights differ"
+        if "floor" in args.only:
+            results["floor_start"] = floor_probe()
+            print("compute floor:", json.dumps(results["floor_start"]))
+        steps: dict = {m: {"trl": [], "rlvr": [], "ratio": []} for m in args.modes}
+        samples: dict = {m: {"rlvr": [], "generate": [], "ratio": [], "ratio_cpu": []} for m in args.modes}
+        for rep in range(args.reps):
+            for mode in args.modes:
+                fixed = mode == "fixed"
+                if "step" in args.only and not trl_missing:
+                    got = {}
+                    for who in (("trl", "rlvr") if rep % 2 == 0 else ("rlvr", "trl")):
+                        run = (trl_run(args.steps, args.beta, fixed, 0, work) if who == "trl"
+                               else rlvr_run(args.steps, args.beta, fixed, 0, work, model_dir, data))
+                        got[who] = statistics.median(run["step_s"][1:] or run["step_s"])
+                        steps[mode][who].append(got[who])
+                        steps[mode].setdefault(f"{who}_tokens", []).append(statistics.median(run["tokens"]))
+                    steps[mode]["ratio"].append(got["trl"] / got["rlvr"])
+                    print(f"rep {rep + 1} step {mode:7s}: TRL {got['trl']:.3f} s  rlvr {got['rlvr']:.3f} s  "
+                          f"TRL/rlvr {got['trl'] / got['rlvr']:.2f}x", flush=True)
+                if "sample" in args.only:
+                    r = sample_pair(model, tok, fixed, rep, args.calls, rlvr_first=rep % 2 == 0)
+                    for k in ("rlvr", "generate"):
+                        samples[mode][k].append(r[k])
+                    samples[mode]["ratio"].append(r["rlvr"] / r["generate"])
+                    samples[mode]["ratio_cpu"].append(r["rlvr_cpu"] / r["generate_cpu"])
+                    print(f"rep {rep + 1} sample {mode:7s}: rlvr {r['rlvr']:.0f} tok/s  generate "
+                          f"{r['generate']:.0f} tok/s  rlvr/generate {r['rlvr'] / r['generate']:.2f}x "
+                          f"(CPU time {r['rlvr_cpu'] / r['generate_cpu']:.2f}x)", flush=True)
+        if "floor" in args.only:
+            results["floor_end"] = floor_probe()
+            print("compute floor (end):", json.dumps(results["floor_end"]))
+    results["load_avg_end"] = os.getloadavg()
+    print(f"\n== summary ({args.reps} interleaved repetitions, load average {results['load_avg_start'][0]:.1f} at the "
+          f"start, {results['load_avg_end'][0]:.1f} at the end)")
+    for mode in args.modes:
+        if steps[mode]["ratio"]:
+            print(f"step   {mode:7s} TRL/rlvr:      {summary(steps[mode]['ratio'])}; median s/step TRL "
+                  f"{statistics.median(steps[mode]['trl']):.3f}, rlvr {statistics.median(steps[mode]['rlvr']):.3f}")
+        if samples[mode]["ratio"]:
+            print(f"sample {mode:7s} rlvr/generate: {summary(samples[mode]['ratio'])}; median tok/s rlvr "
+                  f"{statistics.median(samples[mode]['rlvr']):.0f}, generate {statistics.median(samples[mode]['generate']):.0f}")
+            print(f"sample {mode:7s} same, CPU time:  {summary(samples[mode]['ratio_cpu'])}")
+    if "floor" in args.only:
+        floor = statistics.mean([results["floor_start"]["matmul_floor_s"], results["floor_end"]["matmul_floor_s"]])
+        results["floor_s_mean"] = floor
+        for mode in [m for m in args.modes if m == "fixed"]:  # the floor counts fixed-length work
+            for who in ("trl", "rlvr"):
+                if steps[mode][who]:
+                    s = statistics.median(steps[mode][who])
+                    print(f"floor  {mode:7s} {who:4s}: {s:.3f} s/step = {s / floor:.2f}x the matmul floor "
+                          f"({floor:.3f} s); MFU-style {floor / s:.0%}")
+    results["steps"], results["samples"] = steps, samples
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    print(json.dumps({"steps": {m: {k: [round(x, 4) for x in v] for k, v in d.items()} for m, d in steps.items()},
+                      "samples": {m: {k: [round(x, 3) for x in v] for k, v in d.items()} for m, d in samples.items()}}))
+
+
+if __name__ == "__main__":
+    main()
