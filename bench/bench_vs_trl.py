@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import io
 import json
 import os
@@ -141,9 +140,7 @@ def valid_tokens(gen: torch.Tensor) -> int:
 def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_dir: Path, data: tuple) -> dict:
     """A fresh rlvr run of bench/bench_grpo.yaml; its step_time_s and gen_tokens per step."""
     import rlvr_cli.train.rl as rl
-    import rlvr_cli.train.rollout as rollout
     from rlvr_cli.recipe.load import load_recipe
-    from rlvr_cli.sampling import generate
     from rlvr_cli.train.rundir import RunDir
 
     over = [f"model.name={model_dir}", f"task.path={data[0]}", f"task.eval_path={data[1]}", f"steps={steps}",
@@ -152,18 +149,8 @@ def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_
         over.append("kl.track=false")  # TRL loads no reference model at beta 0
     recipe = load_recipe(HERE / "bench_grpo.yaml", over)
     out = work / f"rlvr-{time.monotonic_ns()}"
-    saved = getattr(rl, "eval_and_record", None), rollout.generate
-    if saved[0] is not None:
-        rl.eval_and_record = lambda *a, **k: None  # the final evaluation is not part of a step
-    # until the trainer passes rollout.ignore_eos to the sampler itself (a keyword it passes wins)
-    rollout.generate = functools.partial(generate, ignore_eos=recipe.rollout.ignore_eos)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            rl.train_rl(recipe, out)
-    finally:
-        if saved[0] is not None:
-            rl.eval_and_record = saved[0]
-        rollout.generate = saved[1]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        rl.train_rl(recipe, out)  # step_time_s excludes the final evaluation
     rows = RunDir(out).read_metrics()
     return {"step_s": [r["step_time_s"] for r in rows], "tokens": [r["gen_tokens"] for r in rows]}
 

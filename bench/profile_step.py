@@ -41,6 +41,7 @@ MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 
 def run(recipe: str, steps: int, overrides: list[str], profile_from: int | None = None):
     """Train ``steps`` steps (no eval, no checkpoints); the metrics rows and a profiler over steps >= profile_from."""
+    import rlvr_cli.train.loop as loop
     import rlvr_cli.train.rl as rl
     from rlvr_cli.recipe.load import load_recipe
     from rlvr_cli.train.rundir import RunDir
@@ -48,7 +49,7 @@ def run(recipe: str, steps: int, overrides: list[str], profile_from: int | None 
     r = load_recipe(recipe, [f"steps={steps}", "eval.every=0", "eval.at_start=false", "checkpoint.every=0",
                              *overrides])
     prof = torch.profiler.profile() if profile_from else None
-    real_step, real_eval = rl._train_step, rl.eval_and_record
+    real_step, real_eval = rl._train_step, loop.eval_and_record
 
     def step(session, task, scorer, reference, source, n):
         if prof is not None and n == profile_from:
@@ -59,14 +60,14 @@ def run(recipe: str, steps: int, overrides: list[str], profile_from: int | None 
             if prof is not None and n == steps:
                 prof.__exit__(None, None, None)
 
-    rl._train_step, rl.eval_and_record = step, (lambda *a, **k: None)
+    rl._train_step, loop.eval_and_record = step, (lambda *a, **k: None)
     try:
         with tempfile.TemporaryDirectory() as d:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 rl.train_rl(r, os.path.join(d, "run"))
             rows = RunDir(os.path.join(d, "run")).read_metrics()
     finally:
-        rl._train_step, rl.eval_and_record = real_step, real_eval
+        rl._train_step, loop.eval_and_record = real_step, real_eval
     return r, rows, prof
 
 

@@ -90,6 +90,7 @@ def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], Rol
             top_p=ro.top_p,
             top_k=ro.top_k,
             generator=step_generator(r.seed, step, "sample", round_, device=session.device),
+            ignore_eos=ro.ignore_eos,
             autocast_dtype=sample_autocast(r, session),
         )
         stats.time_sample_s += time.perf_counter() - t0
