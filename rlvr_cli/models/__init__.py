@@ -81,6 +81,8 @@ def resolve_device(device: str = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("device: cuda requested but no CUDA device is available")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise UserError("device: mps requested but no MPS (Apple GPU) device is available")
     return torch.device(device)
 
 

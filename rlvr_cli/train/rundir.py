@@ -7,6 +7,7 @@
       eval/step_N.json     evaluation results (step 0 = the initial model)
       samples/step_N.jsonl a few prompts with responses, rewards and advantages, for reading
       checkpoints/step_N/  Hugging Face model + tokenizer + trainer_state.pt
+      .lock                locked (flock) by the trainer while it runs; holds its pid (train/lock.py)
 
 Checkpoints are written into a temporary directory and renamed into place, so a directory named
 ``step_N`` is always complete; a run killed at any moment resumes from the newest one, after metrics
@@ -29,6 +30,7 @@ from rlvr_cli import __version__
 from rlvr_cli.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rlvr_cli.errors import UserError
 from rlvr_cli.models import list_checkpoints, quiet_transformers
+from rlvr_cli.train.lock import LOCK_NAME
 
 
 def _now() -> str:
@@ -78,7 +80,7 @@ class RunDir:
     # --- lifecycle ---------------------------------------------------------------------------------
     def create(self, recipe_yaml: str, info: dict, overwrite_ok: bool = False) -> None:
         """Start a fresh run; refuse to mix into an existing run's files."""
-        if self.root.exists() and any(self.root.iterdir()) and not overwrite_ok:
+        if self.root.exists() and any(p.name != LOCK_NAME for p in self.root.iterdir()) and not overwrite_ok:
             raise UserError(
                 f"{self.root}: run directory already exists; pass --resume to continue it, "
                 "or choose another --out"
