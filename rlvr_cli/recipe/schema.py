@@ -152,6 +152,15 @@ class DatasetTask(Strict):
     def _regex_given(self):
         if self.answer_extraction == "regex" and not self.answer_regex:
             raise ValueError("answer_extraction 'regex' needs answer_regex")
+        if self.answer_regex is not None:
+            import re
+
+            try:
+                groups = re.compile(self.answer_regex).groups
+            except re.error as e:
+                raise ValueError(f"answer_regex {self.answer_regex!r}: not a valid regular expression ({e})") from None
+            if groups < 1:
+                raise ValueError(f"answer_regex {self.answer_regex!r}: needs a group, e.g. `answer: (\\S+)` (the first group is the answer)")
         if self.eval_split and self.eval_path:
             raise ValueError("give eval_split (hub datasets) or eval_path (local files), not both")
         return self
