@@ -4,7 +4,8 @@ A recipe that validates can still be unusable here: ``--out`` is a file or canno
 device is absent, ``--resume`` names no run. Those are found before anything is written. What can
 only fail while starting (a model that does not load) is undone instead: a run directory this start
 created and that holds no step yet is removed, and a resumed one whose start failed says so in
-``run.json`` rather than staying ``running``.
+``run.json`` rather than staying ``running``. A full disk, wherever it strikes, ends the run as
+``failed`` with a message naming the disk (exit 1), not an internal error.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-from rlvr_cli.errors import UserError
+from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models import resolve_device
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train import lock
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.rundir import RunDir, disk_full, disk_full_message
 
 
 def check_start(recipe: Recipe, run_dir: Path, resume: bool) -> None:
@@ -56,7 +57,17 @@ def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
         raise
     run = RunDir(run_dir)
     try:
-        yield run
+        try:
+            yield run
+        except Exception as e:
+            if isinstance(e, (UserError, RunFailed)) or not disk_full(e, run_dir):
+                raise
+            failed = RunFailed(disk_full_message(run_dir, "writing"))
+            try:
+                run.write_status("failed", error=str(failed))
+            except OSError:
+                pass  # still no room even for run.json: the message below says what to do
+            raise failed from None
     except BaseException as e:
         if not _started(run):
             if created:

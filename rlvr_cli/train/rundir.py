@@ -17,6 +17,7 @@ lines and eval files from later steps (and a half-written last line) are dropped
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import platform
@@ -28,7 +29,7 @@ import torch
 
 from rlvr_cli import __version__
 from rlvr_cli.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
-from rlvr_cli.errors import UserError
+from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models import list_checkpoints, quiet_transformers
 from rlvr_cli.train.lock import LOCK_NAME
 
@@ -57,6 +58,39 @@ def versions() -> dict:
         "transformers": transformers.__version__,
         "python": platform.python_version(),
     }
+
+
+def _mount_point(path: Path) -> Path:
+    path = Path(os.path.realpath(path))
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def disk_full(error: BaseException, where: Path) -> bool:
+    """Whether ``error`` (an OSError, or the RuntimeError/SafetensorError a writer wraps it in) came from a
+    full disk: ENOSPC/EDQUOT, the kernel's message, or under 1 MiB left where it was writing."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "No space left on device" in str(error) or "os error 28" in str(error):
+        return True
+    if not isinstance(error, (OSError, RuntimeError)) and type(error).__name__ != "SafetensorError":
+        return False  # the writers' own errors only: a bug elsewhere on a nearly full disk is still a bug
+    try:
+        return shutil.disk_usage(where if where.exists() else where.parent).free < 1 << 20
+    except OSError:
+        return False
+
+
+def disk_full_message(root: Path, doing: str) -> str:
+    """``no space left on the disk mounted at /data (12 KiB free) while writing ... of runs/x``."""
+    mount = _mount_point(root if root.exists() else root.parent)
+    try:
+        free = f"{shutil.disk_usage(mount).free // 1024} KiB free"
+    except OSError:
+        free = "free space unknown"
+    return (f"no space left on the disk mounted at {mount} ({free}) while {doing} of {root}; free space there, "
+            "then continue with --resume (the last complete checkpoint is kept)")
 
 
 class RunDir:
@@ -129,9 +163,16 @@ class RunDir:
         return rows
 
     def truncate_after(self, step: int) -> None:
-        """Forget everything logged after ``step`` (it will be recomputed by the resumed run)."""
-        rows = [r for r in self.read_metrics() if r.get("step", 0) <= step]
-        atomic_write_jsonl(self.metrics_path, rows)
+        """Forget everything logged after ``step`` (it will be recomputed by the resumed run). Temporary
+        checkpoints go first: on a full disk they hold the space that rewriting the metrics needs."""
+        ck = self.root / "checkpoints"
+        if ck.is_dir():
+            for d in ck.glob(".tmp-*"):
+                shutil.rmtree(d, ignore_errors=True)
+        kept = [r for r in self.read_metrics() if r.get("step", 0) <= step]
+        raw = self.metrics_path.read_bytes() if self.metrics_path.is_file() else b""
+        if raw.count(b"\n") != len(kept) or not raw.endswith(b"\n") and raw:  # something to drop
+            atomic_write_jsonl(self.metrics_path, kept)
         for sub in ("eval", "samples"):
             d = self.root / sub
             if d.is_dir():
@@ -142,10 +183,6 @@ class RunDir:
                         continue
                     if n > step:
                         f.unlink()
-        ck = self.root / "checkpoints"
-        if ck.is_dir():
-            for d in ck.glob(".tmp-*"):
-                shutil.rmtree(d, ignore_errors=True)
 
     # --- checkpoints -------------------------------------------------------------------------------
     def save_checkpoint(self, step: int, model, tokenizer, trainer_state: dict, keep_last: int | None = None) -> Path:
@@ -155,13 +192,20 @@ class RunDir:
         tmp = final.parent / f".tmp-step_{step}-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        torch.save(trainer_state, tmp / "trainer_state.pt")
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
+        try:
+            tmp.mkdir(parents=True)
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            torch.save(trainer_state, tmp / "trainer_state.pt")
+            for f in tmp.iterdir():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+        except BaseException as e:
+            full = disk_full(e, tmp.parent)
+            shutil.rmtree(tmp, ignore_errors=True)  # a partial checkpoint holds the space the rest needs
+            if full:
+                raise RunFailed(disk_full_message(self.root, f"writing checkpoint step {step}")) from None
+            raise
         if final.exists():
             old = final.parent / f".tmp-old-step_{step}-{os.getpid()}"
             os.replace(final, old)
