@@ -13,7 +13,10 @@ import pytest
 
 from rlvr_cli.rewards import sandbox
 
-IMPOSSIBLE = "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"
+IMPOSSIBLE = (
+    "import math\nassert add(2, 3) == 5\nassert add(-1, 1) == 0\n"
+    "assert abs(add(1, 1) - 2) < 1e-9\nassert math.isclose(add(1, 2), 3)\n"
+)
 WRONG = "def add(a, b):\n    return 0\n"
 LEVELS = ["basic"] + (["auto"] if sandbox.isolation_level()[0] == sandbox.ISOLATED else [])
 
@@ -66,6 +69,29 @@ def test_a_forged_verdict_is_never_a_pass(name, level):
     assert run.status in ("failed", "timeout"), (run.status, run.detail)
 
 
+TARGETED = {  # name: (program, tests that pass only if the tests call the program's stand-in)
+    "shadows a builtin the tests use": (
+        "def abs(x):\n    return 0\ndef add(a, b):\n    return 0.5\n", "assert abs(add(1, 1) - 2) < 1e-9\n"),
+    "shadows sorted and len": (
+        "def sorted(x):\n    return [1, 2, 3]\ndef len(x):\n    return 3\ndef rev(x):\n    return [9]\n",
+        "assert len(rev([1, 2, 3])) == 3 and sorted(rev([3, 2, 1])) == [1, 2, 3]\n"),
+    "binds a fake math module": (
+        "class math:\n    @staticmethod\n    def isclose(*a, **k):\n        return True\ndef add(a, b):\n    return 0\n",
+        "assert math.isclose(add(1, 2), 3)\n"),
+    "passes its fake off as math.isclose": (
+        "def isclose(*a, **k):\n    return True\nisclose.__module__, isclose.__qualname__ = 'math', 'isclose'\n"
+        "def add(a, b):\n    return 0\n", "assert isclose(add(1, 2), 3)\n"),
+}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("name", list(TARGETED))
+def test_the_tests_never_call_the_programs_stand_in_for_python(name, level):
+    program, tests = TARGETED[name]
+    run = sandbox.run_program(program, tests, None, sandbox.Limits(timeout_s=2.0, isolation=level))
+    assert run.status == "failed", (run.status, run.detail)
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_stdin_stdout_cases_are_judged_outside_the_program(level):
     cases = [["2 3", "5"], ["1 1", "2"]]
@@ -82,6 +108,7 @@ def test_stdin_stdout_cases_are_judged_outside_the_program(level):
     [
         ("def add(a, b):\n    return a + b", IMPOSSIBLE),
         ("import math\ndef area(r):\n    return math.pi * r * r", "assert math.isclose(area(1), 3.14159, rel_tol=1e-4)"),
+        ("from math import isclose, sqrt\ndef root(x):\n    return sqrt(x)", "assert isclose(root(2) ** 2, 2)"),
         ("def rev(xs):\n    xs.reverse()", "a = [1, 2, 3]\nrev(a)\nassert a == [3, 2, 1]"),
         ("class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n        self.items.append(x)\n"
          "    def size(self):\n        return len(self.items)",

@@ -30,8 +30,13 @@ Every run (``isolation: basic`` and above):
   ``connect()``), no abstract socket, no network. The harness's process is not dumpable, so a program
   running as the same user cannot read its memory or descriptors through ``/proc``.
 
-Tests that pass a function (a lambda, a callback) to the program cannot run: only data and handles
-cross; such a test fails with a message saying so.
+In the tests' namespace a built-in name (``abs``, ``len``, ``sorted``) is always Python's and a
+standard-library module name (``math``) always the real module, whatever the program bound to it; a
+program name bound to a standard-library object (``from math import isclose``) is the harness's own
+copy. So the tests never call a program's stand-in for Python. What the tests call by a name they
+neither define nor import, and that the program defines, is the program's code: tests should import
+what they use. Tests that pass a function (a lambda, a callback) to the program cannot run: only data
+and handles cross; such a test fails with a message saying so.
 
 With ``isolation: auto`` and when rlvr runs as root with the kernel's namespaces available (checked once
 per process by a probe run), the program additionally runs
@@ -223,6 +228,8 @@ if job["mode"] == "tests":
             names[name] = ["module", v.__name__]
         elif isinstance(v, type) and issubclass(v, BaseException):
             names[name] = ["exception", next(c.__name__ for c in v.__mro__ if c.__module__ == "builtins")]
+        elif callable(v) and isinstance(getattr(v, "__module__", None), str) and v.__module__.partition(".")[0] in sys.stdlib_module_names:
+            names[name] = ["stdlib", v.__module__, str(getattr(v, "__qualname__", "")), keep(v)]
         else:
             try:
                 names[name] = out(v)
@@ -444,6 +451,20 @@ def report_gone(why):
         report("failed", "the program was killed by %s before the tests finished" % signal.Signals(sig).name)
     report("failed", "the program " + why)
 
+BUILTIN_NAMES = frozenset(dir(builtins))
+
+def stdlib_object(module, qualname):
+    """``module`` (a standard-library one) or the object at ``qualname`` in it; None when not found."""
+    if module.partition(".")[0] not in sys.stdlib_module_names:
+        return None
+    try:
+        obj = importlib.import_module(module)
+        for part in filter(None, qualname.split(".")):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    return obj
+
 class ProgramGone(BaseException):
     """The program's process closed its side (exited, crashed, was killed): the tests cannot finish."""
 
@@ -552,13 +573,18 @@ try:
         for name, spec in dict(msg.get("names") or {}).items():
             name = str(name)
             kind = spec[0] if isinstance(spec, list) and spec else None
-            if kind == "module":
-                top = str(spec[1]).partition(".")[0]
-                if top in sys.stdlib_module_names:
-                    try:
-                        space[name] = importlib.import_module(str(spec[1]))
-                    except ImportError:
-                        pass
+            if name in BUILTIN_NAMES:
+                continue  # `abs`, `sorted`, `len` in the tests are Python's, never the program's
+            if name in sys.stdlib_module_names:
+                kind, spec = "module", ["module", name]  # `math` is the real math, whatever the program bound
+            if kind in ("module", "stdlib"):
+                # a standard-library module or object: the harness's own copy (trusted code; a program
+                # that claims one for its function gets exactly what `from math import isclose` gives)
+                found = stdlib_object(str(spec[1]), str(spec[2]) if kind == "stdlib" and len(spec) > 2 else "")
+                if found is not None:
+                    space[name] = found
+                elif kind == "stdlib" and len(spec) > 3:  # not found here: the program's object after all
+                    space[name] = decode(spec[3], lambda h: Remote(int(h[1]), str(h[2])))
             elif kind == "exception":
                 base = EXCEPTIONS.get(str(spec[1]), Exception)
                 space[name] = local_exceptions[name] = type(name, (base,), {})
