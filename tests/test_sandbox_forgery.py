@@ -56,6 +56,19 @@ FORGERIES = {
     "prints the verdict marker": "print('PASSED')\nprint('{\"status\": \"passed\"}')\n" + WRONG,
     "writes an expected-output file": "open('expected_output.txt', 'w').write('5\\n0\\n')\n" + WRONG,
     "kills its parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
+    "looks for the tests in its memory and its parent's descriptors": (
+        "import gc, os\n"
+        "def strings():\n"
+        "    for o in gc.get_objects():\n"
+        "        if isinstance(o, dict):\n            yield from (v for v in o.values() if isinstance(v, str))\n"
+        "        elif isinstance(o, (list, tuple)):\n            yield from (v for v in o if isinstance(v, str))\n"
+        "n1, n2 = 'add(2, 3) ' + '== 5', 'add(-1, 1) ' + '== 0'\n"  # never one literal: the program's own text is in memory
+        "found = any(n1 in s and n2 in s for s in strings())\n"
+        "for name in ('fd/0', 'cmdline', 'environ'):\n"
+        "    try:\n"
+        "        found = found or n1.encode() in open('/proc/%d/%s' % (os.getppid(), name), 'rb').read(1 << 20)\n"
+        "    except OSError:\n        pass\n"
+        "def add(a, b):\n    return a + b if found else 0\n"),
     "walks the stack for the harness's frame": (
         "import sys\nf = sys._getframe()\nwhile f:\n"
         "    if 'report' in f.f_globals:\n        f.f_globals['report']('passed')\n    f = f.f_back\n" + WRONG),

@@ -10,8 +10,9 @@ Every run (``isolation: basic`` and above):
 - ``resource`` limits set before the interpreter starts: address space (``RLIMIT_AS``), CPU seconds
   (``RLIMIT_CPU``), file size (``RLIMIT_FSIZE``), open files, no core dumps, and ``RLIMIT_NPROC``;
 - a wall-clock limit; at the end the whole process group is killed (``SIGKILL``), pass or fail;
-- the program runs in its own process, a fresh interpreter started by the harness with nothing but
-  two pipes to it: no copy of the harness, the tests, the nonce or the result pipe. The tests run in
+- the program runs in its own process, forked by the harness before the harness has read the secret
+  half of its job, holding nothing but two pipes to it: no copy of the tests, the nonce or the result
+  pipe. The tests run in
   the harness's process; the program's top-level names reach them as plain data (``None``, ``bool``,
   ``int``, ``float``, ``complex``, ``str``, ``bytes``, lists, tuples, dicts, sets), rebuilt there as
   exact built-in types, or as handles whose calls, attributes, items, ``len``, truth and iteration
@@ -290,22 +291,25 @@ else:
         chan.send({"stdout": str(text)})
 '''
 
-# The harness runs inside the sandbox as `python -I -B -c HARNESS`. It reads its job from stdin, sets up
-# the isolation while still privileged, starts the program as a separate process (SERVER, under its own
-# user id when isolated), runs the tests itself and writes one JSON line to the result pipe, which the
-# program's process never holds. It is kept dependency-free (stdlib only).
+# The harness runs inside the sandbox as `python -I -B -c HARNESS`. It reads the public half of its job
+# from stdin, sets up the isolation while still privileged, forks the program's process (SERVER, under
+# its own user id when isolated) before it has read a byte of the secret half (nonce, result pipe,
+# tests), then reads that half, runs the tests itself and writes one JSON line to the result pipe,
+# which the program's process never holds. A fork, not a fresh interpreter: half the start-up cost.
+# It is kept dependency-free (stdlib only).
 HARNESS = CODEC + r'''
 import builtins, ctypes, importlib
-job = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogatepass"))
-result_fd, nonce = job["result_fd"], job["nonce"]
 libc = ctypes.CDLL(None, use_errno=True)
 
-def report(status, detail=""):
-    msg = json.dumps({"nonce": nonce, "status": status, "detail": detail[:500]})
-    try:
-        os.write(result_fd, (msg + "\n").encode("utf-8", "replace"))
-    finally:
-        os._exit(0)
+def read_exact(n):
+    """n bytes of stdin, read without a buffer (a buffer would read ahead into the secret part)."""
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            os._exit(2)
+        data += chunk
+    return data
 
 def call(fn, *args):
     if fn(*args) != 0:
@@ -375,12 +379,78 @@ def forbid_sockets():
     call(libc.prctl, 38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (needed for an unprivileged filter)
     call(libc.prctl, 22, 2, ctypes.byref(fprog), 0, 0)  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
-iso = job["isolate"]
+def start_program(setup, to_prog, to_harness, status_w):
+    """In the forked child, which holds nothing secret (see below): keep only fds 3 and 4, take the
+    program's user id and the seccomp filter, close fd 5 to say it is set up, run SERVER."""
+    iso = setup["isolate"]
+    try:
+        import fcntl, types
+        devnull = os.open(os.devnull, os.O_RDWR)
+        moves = [(fcntl.fcntl(fd, fcntl.F_DUPFD, 64), target) for fd, target in
+                 ((devnull, 0), (devnull, 1), (devnull, 2), (to_prog, 3), (to_harness, 4), (status_w, 5))]
+        for fd, target in moves:
+            os.dup2(fd, target)
+        os.closerange(6, 1 << 16)
+        os.chdir(setup["workdir"])
+        if iso:
+            drop_to(iso["uid"])
+        try:
+            forbid_sockets()
+        except (OSError, KeyError):
+            if iso:
+                raise
+        server = compile(setup["server"], "<server>", "exec")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+    except BaseException as e:
+        os.write(5, ("cannot start the program: %s: %s" % (type(e).__name__, e)).encode()[:400])
+        os._exit(127)
+    os.close(5)
+    try:
+        exec(server, {"__name__": "__server__"})
+    finally:
+        os._exit(0)
+
+# 1. The public part of the job (how to isolate, where the program runs), length-prefixed and read
+# without a buffer: when the program's process is forked below, no byte of the secret part (the
+# nonce, the result pipe's number, the tests) has been read into this process's memory yet.
+setup = json.loads(read_exact(int(read_exact(12))).decode("utf-8"))
+iso = setup["isolate"]
+problem = None
 if iso:
     try:
         isolate(iso)
     except Exception as e:
-        report("error", "isolation failed: %s: %s" % (type(e).__name__, e))
+        problem = "isolation failed: %s: %s" % (type(e).__name__, e)
+if problem is None:
+    to_prog, from_harness = os.pipe()
+    from_prog, to_harness = os.pipe()
+    status_r, status_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        start_program(setup, to_prog, to_harness, status_w)
+    for fd in (to_prog, to_harness, status_w):
+        os.close(fd)
+    if iso:
+        drop_to(iso["uid"] + 1)
+    call(libc.prctl, 4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/PID/{mem,fd,environ} for the same user
+
+# 2. The secret part.
+job = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogatepass"))
+result_fd, nonce = job["result_fd"], job["nonce"]
+
+def report(status, detail=""):
+    msg = json.dumps({"nonce": nonce, "status": status, "detail": detail[:500]})
+    try:
+        os.write(result_fd, (msg + "\n").encode("utf-8", "replace"))
+    finally:
+        os._exit(0)
+
+if problem:
+    report("error", problem)
+with os.fdopen(status_r, "rb") as f:
+    problem = f.read()
+if problem:
+    report("error", problem.decode("utf-8", "replace"))
 try:
     code = compile(job["program"], "<program>", "exec")
 except BaseException as e:
@@ -396,42 +466,6 @@ if job["cases"] is None:
     except BaseException as e:
         report("error", "the tests do not compile: " + failure(e))
 
-# start the program's process: it gets fds 3 and 4 and nothing else, and reports a failure to set
-# itself up on a close-on-exec pipe (closed without a word when the exec succeeds)
-to_prog, from_harness = os.pipe()
-from_prog, to_harness = os.pipe()
-setup_r, setup_w = os.pipe2(os.O_CLOEXEC)
-pid = os.fork()
-if pid == 0:
-    try:
-        import fcntl
-        devnull = os.open(os.devnull, os.O_RDWR)
-        moves = [(fcntl.fcntl(fd, fcntl.F_DUPFD, 64), target) for fd, target in
-                 ((devnull, 0), (devnull, 1), (devnull, 2), (to_prog, 3), (to_harness, 4), (setup_w, 5))]
-        for fd, target in moves:
-            os.dup2(fd, target, inheritable=target != 5)
-        os.closerange(6, 1 << 16)
-        os.chdir(job["workdir"])
-        if iso:
-            drop_to(iso["uid"])
-        try:
-            forbid_sockets()
-        except (OSError, KeyError):
-            if iso:
-                raise
-        os.execv(sys.executable, [sys.executable, "-I", "-B", "-c", job["server"]])
-    except BaseException as e:
-        os.write(5, ("cannot start the program: %s: %s" % (type(e).__name__, e)).encode()[:400])
-    os._exit(127)
-for fd in (to_prog, to_harness, setup_w):
-    os.close(fd)
-if iso:
-    drop_to(iso["uid"] + 1)
-call(libc.prctl, 4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/PID/{mem,fd,environ} for the same user
-with os.fdopen(setup_r, "rb") as f:
-    problem = f.read()
-if problem:
-    report("error", problem.decode("utf-8", "replace"))
 chan = Channel(from_prog, from_harness)
 
 def report_gone(why):
@@ -785,13 +819,13 @@ def _run(program, tests, cases, limits: Limits, isolated: bool, covers: list, on
         nproc = None  # root ignores RLIMIT_NPROC
     read_fd, write_fd = os.pipe()
     nonce = secrets.token_hex(16)
-    job = {
-        "program": program, "tests": tests, "cases": cases, "nonce": nonce, "result_fd": write_fd,
+    setup = json.dumps({
         "workdir": workdir, "server": SERVER,
         "isolate": {"uid": uid, "workdir": workdir, "covers": covers, "disk_kb": limits.file_size_mb * 1024}
         if isolated else None,
-    }
-    data = json.dumps(job).encode("utf-8", "surrogatepass")
+    }).encode("utf-8")
+    job = {"program": program, "tests": tests, "cases": cases, "nonce": nonce, "result_fd": write_fd}
+    data = b"%012d" % len(setup) + setup + json.dumps(job).encode("utf-8", "surrogatepass")
     proc = None
     try:
         try:
