@@ -363,8 +363,8 @@ def forbid_sockets():
     """A seccomp filter: socket(), socketpair() and io_uring_setup() fail with EPERM, so the program
     can reach no unix socket on the filesystem (a read-only mount does not stop connect()), no
     abstract socket and no network, whatever the isolation level."""
-    import platform, struct
-    arch, calls = {"x86_64": (0xC000003E, (41, 53, 425)), "aarch64": (0xC00000B7, (198, 199, 425))}[platform.machine()]
+    import struct
+    arch, calls = {"x86_64": (0xC000003E, (41, 53, 425)), "aarch64": (0xC00000B7, (198, 199, 425))}[os.uname().machine]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
     n = len(calls)
