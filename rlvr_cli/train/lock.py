@@ -7,8 +7,8 @@ a second trainer, which exits 2 instead of appending the same steps to ``metrics
 file is never removed (removing a locked file lets a third process lock a new inode of the same name).
 
 Within one process the lock is re-entrant (the CLI holds it around the run and the session takes it
-again); it is released when the last holder lets go: :func:`release`, or the garbage collection of
-the object it was taken for.
+again); it is released when the last holder lets go (:func:`release`, or the garbage collection of
+the object it was taken for) and, for ``rlvr train``, when the run returns or raises.
 """
 
 from __future__ import annotations
@@ -72,13 +72,14 @@ def acquire(run_dir: str | Path, owner: object | None = None) -> None:
         weakref.finalize(owner, release, run_dir)
 
 
-def release(run_dir: str | Path) -> None:
-    """Let go of one hold; the lock is dropped when none is left."""
+def release(run_dir: str | Path, every_hold: bool = False) -> None:
+    """Let go of one hold (or, with ``every_hold``, of all this process has: the run is over); the
+    lock is dropped when none is left."""
     key = _key(Path(run_dir))
     entry = _held.get(key)
     if entry is None:
         return
-    entry[1] -= 1
+    entry[1] = 0 if every_hold else entry[1] - 1
     if entry[1] <= 0:
         del _held[key]
         os.close(entry[0])

@@ -81,4 +81,4 @@ def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
             run.write_status("failed", error=f"the run could not start: {reason}")
         raise
     finally:
-        lock.release(run_dir)
+        lock.release(run_dir, every_hold=True)  # the run is over, whatever still references its session
