@@ -327,7 +327,7 @@ class CodeSpec(Strict):
     file_size_mb: int = Field(16, ge=1, le=1_048_576)
     """Largest file the program may write (RLIMIT_FSIZE), and with isolation the total size of its working directory."""
     isolation: Literal["auto", "basic"] = "auto"
-    """`auto`: when run as root with namespaces available, also a private user id, a read-only filesystem except its own directory and no network; `basic`: only the process limits, environment and directory."""
+    """`auto`: when run as root with namespaces available, also a private user id, a read-only filesystem except its own directory and no network; `basic`: only what every run gets (process limits, environment, directory, the verdict in a separate process, no sockets)."""
     python: str | None = None
     """Interpreter that runs the programs (null = the one running rlvr)."""
 
