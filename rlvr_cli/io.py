@@ -34,7 +34,10 @@ def atomic_write_json(path: str | Path, obj) -> None:
 
 
 def atomic_write_jsonl(path: str | Path, rows) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    """One JSON object per line, UTF-8. A lone surrogate (from a ``\\ud800`` escape in the input, which
+    UTF-8 cannot encode) is written back as that same JSON escape, so every line reads back equal."""
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    atomic_write_bytes(path, text.encode("utf-8", "backslashreplace"))
 
 
 def rewrite_between_markers(path: str | Path, start: str, end: str, body: str) -> bool:

@@ -126,3 +126,33 @@ def test_bad_band_is_a_user_error(tmp_path):
     write_run(tmp_path, "r", steps=5, evals={})
     with pytest.raises(UserError, match="--band"):
         compare_runs([str(tmp_path / "r")], tmp_path / "o", band="iqr")
+
+
+def test_one_hostile_run_does_not_sink_the_comparison(tmp_path, capsys):
+    """Huge integers, deep JSON (in metrics, run.json and eval files) and an all-NaN run inside
+    `compare runs/`: each bad line or run is reported, the rest compared, the all-NaN run plots empty."""
+    runs = tmp_path / "runs"
+    write_run(runs, "good", steps=STEPS)
+    huge = write_run(runs, "huge", steps=STEPS)
+    with open(huge / "metrics.jsonl", "a") as f:
+        f.write('{"step": 31, "reward_mean": ' + "9" * 5000 + "}\n")
+        f.write('{"step": 32, "reward_mean": 1' + "0" * 400 + "}\n")  # beyond float: +inf
+    (huge / "eval" / "step_0.json").write_text('{"pass_at_k": {"1": ' + "9" * 5000 + "}}")
+    deep = write_run(runs, "deep", steps=STEPS)
+    with open(deep / "metrics.jsonl", "a") as f:
+        f.write('{"step": 31, "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    (deep / "run.json").write_text("[" * 100_000 + "]" * 100_000)
+    nan = np.full(STEPS, np.nan)
+    write_run(runs, "all_nan", steps=STEPS, metrics={k: nan for k in healthy_metrics(STEPS, 0)})
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        main(["compare", str(runs), "--out", str(out)])
+    assert e.value.code == 0, capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    by_name = {Path(r["path"]).name: r for r in s["runs"]}
+    assert sorted(by_name) == ["all_nan", "deep", "good", "huge"]
+    assert any("line 31" in w and "4300" in w for w in by_name["huge"]["warnings"])
+    assert by_name["huge"]["last_step"] == 32
+    assert any("line 31" in w and "nested too deeply" in w for w in by_name["deep"]["warnings"])
+    assert any("run.json" in w for w in by_name["deep"]["warnings"])
+    assert (out / "compare.png").stat().st_size > 0

@@ -230,3 +230,19 @@ def test_ignore_eos_gives_fixed_length_responses(tiny):
     assert fixed.gen_tokens == 8 * 7 and all(len(lp) == 7 for lp in fixed.logprobs)
     # until the first EOS anywhere in the batch, both draw from the same stream
     assert [r[0] for r in fixed.response_ids] == [r[0] for r in free.response_ids]
+
+
+def test_a_model_directory_without_tokenizer_files_says_which_are_missing(tiny_base, tmp_path, cli):
+    import shutil
+    from pathlib import Path
+
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(Path(tiny_base) / name, model / name)
+    res = cli("sample", str(model), "--n", "1", "--num-prompts", "1", "--out", str(tmp_path / "s.jsonl"))
+    assert res.code == 2, res.stderr
+    assert "no tokenizer files" in res.stderr and "tokenizer.json" in res.stderr and "config.json" in res.stderr
+    assert "internal error" not in res.stderr
+    res = cli("train", "grpo", "--out", str(tmp_path / "run"), "--set", f"model.name={model}")
+    assert res.code == 2 and "no tokenizer files" in res.stderr and not (tmp_path / "run").exists()

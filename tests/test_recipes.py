@@ -213,3 +213,61 @@ def test_readme_field_table_matches_the_schema():
 
     readme = Path(__file__).resolve().parents[1] / "README.md"
     assert markdown_table() in readme.read_text(encoding="utf-8")
+
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")
+)
+
+
+def test_a_yaml_alias_bomb_is_refused_quickly(tmp_path, cli):
+    import time
+
+    p = write(tmp_path, "bomb.yaml", ALIAS_BOMB)
+    start = time.monotonic()
+    res = cli("recipes", "validate", str(p))
+    assert res.code == 2 and f"{p}" in res.stderr and "alias" in res.stderr, res.stderr
+    assert time.monotonic() - start < 5
+
+
+def test_deep_nesting_and_a_huge_file_are_refused(tmp_path, cli):
+    deep = write(tmp_path, "deep.yaml", "steps: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    res = cli("recipes", "validate", str(deep))
+    assert res.code == 2 and f"{deep}" in res.stderr and "nested" in res.stderr, res.stderr
+    block = write(tmp_path, "block.yaml", "".join("  " * i + f"k{i}:\n" for i in range(300)))
+    res = cli("recipes", "validate", str(block))
+    assert res.code == 2 and "nested" in res.stderr, res.stderr
+    huge = write(tmp_path, "huge.yaml", "description: " + "x" * 2_000_000 + "\n")
+    res = cli("recipes", "validate", str(huge))
+    assert res.code == 2 and "too large" in res.stderr, res.stderr
+
+
+def test_a_few_anchors_and_aliases_still_work(tmp_path):
+    p = write(tmp_path, "anchors.yaml", """
+        rollout: &r
+          temperature: 0.7
+        eval:
+          temperature: 0.7
+          pass_at_k: &ks [1, 2]
+          maj_at_k: *ks
+    """)
+    r = load_recipe(str(p))
+    assert r.eval.maj_at_k == [1, 2] and r.rollout.temperature == 0.7
+
+
+def test_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, cli):
+    p = write(tmp_path, "dup.yaml", "steps: 10\nkl:\n  beta: 0.1\n  beta: 0.2\nsteps: 20\n")
+    res = cli("recipes", "validate", str(p))
+    assert res.code == 2, res.stderr
+    assert f"{p}:5: steps: given twice (first at line 1)" in res.stderr
+    assert f"{p}:4: kl.beta: given twice (first at line 3)" in res.stderr
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n# and another\n", "---\n"])
+def test_an_empty_or_comment_only_recipe_is_an_error(tmp_path, cli, text):
+    p = tmp_path / "empty.yaml"
+    p.write_text(text)
+    res = cli("recipes", "validate", str(p))
+    assert res.code == 2 and f"{p}" in res.stderr and "empty" in res.stderr, res.stderr
+    assert cli("train", str(p), "--out", str(tmp_path / "run")).code == 2
+    assert not (tmp_path / "run").exists()

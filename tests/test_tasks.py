@@ -227,3 +227,36 @@ def test_dataset_task_errors_name_the_problem(tmp_path, spec_kwargs, rows, match
 def test_dataset_missing_file(tmp_path):
     with pytest.raises(UserError, match="no such file"):
         build_task(DatasetSpec(path=str(tmp_path / "missing.jsonl")))
+
+
+@pytest.mark.parametrize(
+    "answers, match",
+    [
+        ([None], r"row 0: answer is null"),
+        ([[1, 2]], r"row 0: answer is a list"),
+        ([{"a": 1}], r"row 0: answer is a"),
+    ],
+)
+def test_null_or_list_gold_answers_are_errors_naming_the_row(tmp_path, answers, match):
+    path = tmp_path / "d.jsonl"
+    rows = [{"question": f"q{i}", "answer": answers[0]} for i in range(5)]  # one type per column, as Arrow needs
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UserError, match=match):
+        build_task(DatasetSpec(path=str(path)))
+
+
+def test_a_template_touching_a_missing_attribute_is_an_error_naming_the_field_and_row(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _rows(5)))
+    for template in ("{question.nope}\n", "{question[0][1]}\n", "{question!z}\n"):
+        with pytest.raises(UserError, match=r"task.prompt_template: .*row 0"):
+            build_task(DatasetSpec(path=str(path), prompt_template=template))
+
+
+@pytest.mark.parametrize("regex, match", [("(unclosed", "not a valid regular expression"), (r"\d+", "group")])
+def test_a_bad_answer_regex_is_refused_by_the_schema(tmp_path, cli, regex, match):
+    with pytest.raises(ValueError, match=match):
+        DatasetSpec(path="d.jsonl", answer_extraction="regex", answer_regex=regex)
+    res = cli("recipes", "validate", "grpo", "--set", "task.name=dataset", "--set", "task.path=d.jsonl",
+              "--set", "task.answer_extraction=regex", "--set", f"task.answer_regex={regex}")
+    assert res.code == 2 and "answer_regex" in res.stderr and "internal error" not in res.stderr, res.stderr

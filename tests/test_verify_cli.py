@@ -94,3 +94,23 @@ def test_missing_or_hopeless_files_exit_2(tmp_path, capsys):
     assert run(["verify", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "line 1: not valid JSON" in err and "no line could be scored" in err
+
+
+def test_hostile_lines_are_per_line_errors_and_the_output_is_written(tmp_path, capsys):
+    """A 5000-digit integer, 100,000-deep JSON and a lone surrogate each cost their own line only."""
+    path = tmp_path / "hostile.jsonl"
+    lines = [
+        sample_line("#632"),
+        '{"response": "#1", "reference": ' + "9" * 5000 + ', "verifier": "integer"}',
+        "[" * 100_000 + "]" * 100_000,
+        '{"response": "#632 \\ud800", "reference": "632", "verifier": "integer"}',
+        sample_line("#631"),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "scored.jsonl"
+    assert run(["verify", str(path), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "line 2:" in err and "4300" in err and "line 3:" in err and "nested too deeply" in err
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["outcome"] for r in rows] == ["correct", "correct", "incorrect"]
+    assert rows[1]["response"] == "#632 \ud800"  # the lone surrogate survives the round trip

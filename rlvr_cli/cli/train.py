@@ -61,6 +61,7 @@ def train(
 
     Example: rlvr train recipes/dr_grpo.yaml --set optim.lr=3e-4 --seed 1
     """
+    from rlvr_cli.train.preflight import starting_run
     from rlvr_cli.train.session import default_run_dir
     from rlvr_cli.trackers import check_trackers
 
@@ -71,14 +72,15 @@ def train(
     ensure_built(r.model.name, r.model.reference)
     check_trackers(r.trackers)  # a missing tracker package is exit 2 before any work
     run_dir = Path(out) if out else default_run_dir(r, seed)
-    if r.algorithm == "sft":
-        from rlvr_cli.train.sft import train_sft
+    with starting_run(r, run_dir, resume):  # checked before anything is written; locked while it runs
+        if r.algorithm == "sft":
+            from rlvr_cli.train.sft import train_sft
 
-        train_sft(r, run_dir, resume=resume)
-    else:
-        from rlvr_cli.train.rl import train_rl
+            train_sft(r, run_dir, resume=resume)
+        else:
+            from rlvr_cli.train.rl import train_rl
 
-        train_rl(r, run_dir, resume=resume)
+            train_rl(r, run_dir, resume=resume)
     table = closing_table(run_dir)
     if table is not None:
         console.print(table)

@@ -141,6 +141,8 @@ def load_runs(paths: list[str]) -> tuple[list[Run], list[Skipped]]:
             runs.append(load_run(d))
         except RunUnreadable as e:
             skipped.append(Skipped(str(d), str(e)))
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as e:  # a case the readers missed
+            skipped.append(Skipped(str(d), f"unreadable: {type(e).__name__}: {_one_line(e)}"))
     return runs, skipped
 
 
@@ -164,8 +166,8 @@ def _read_run_json(path: Path, warnings: list[str]) -> dict:
         warnings.append("run.json missing: status unknown")
         return {}
     try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = _json(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
         warnings.append(f"run.json unreadable ({_one_line(e)}): status unknown")
         return {}
     if not isinstance(data, dict):
@@ -196,8 +198,8 @@ def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.Dat
             rows[row["step"]] = row
     if partial_last.strip():
         try:
-            row = json.loads(partial_last)
-        except json.JSONDecodeError:
+            row = _json(partial_last)
+        except ValueError:
             row = None
         if isinstance(row, dict) and _as_step(row.get("step")) is not None:
             rows[_as_step(row["step"])] = {**row, "step": _as_step(row["step"])}
@@ -212,9 +214,9 @@ def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.Dat
 
 def _parse_metrics_line(line: str, lineno: int, warnings: list[str]) -> dict | None:
     try:
-        row = json.loads(line)
-    except json.JSONDecodeError as e:
-        warnings.append(f"metrics.jsonl line {lineno}: not valid JSON ({e.msg}); skipped")
+        row = _json(line)
+    except ValueError as e:
+        warnings.append(f"metrics.jsonl line {lineno}: not valid JSON ({getattr(e, 'msg', None) or _one_line(e)}); skipped")
         return None
     if not isinstance(row, dict):
         warnings.append(f"metrics.jsonl line {lineno}: not a JSON object; skipped")
@@ -252,16 +254,20 @@ def _to_frames(rows: dict[int, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _as_float(v) -> float:
-    """Numbers as floats (NaN and +-inf kept); null, strings and anything else -> NaN."""
+    """Numbers as floats (NaN and +-inf kept, an int beyond float's range -> +-inf); null, strings and
+    anything else -> NaN."""
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
     return np.nan
 
 
 def _is_nonfinite_number(v) -> bool:
-    return isinstance(v, float) and not math.isfinite(v)
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and not math.isfinite(_as_float(v))
 
 
 def _read_evals(path: Path, warnings: list[str]) -> dict[int, dict]:
@@ -279,8 +285,8 @@ def _read_evals(path: Path, warnings: list[str]) -> dict[int, dict]:
     evals: dict[int, dict] = {}
     for step, p in files:
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            data = _json(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
             warnings.append(f"eval/{p.name} unreadable ({_one_line(e)}); skipped")
             continue
         passk = _k_table(data.get("pass_at_k")) if isinstance(data, dict) else None
@@ -306,6 +312,15 @@ def _k_table(obj) -> dict[int, float] | None:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and kk >= 1:
             out[kk] = float(v)
     return dict(sorted(out.items()))
+
+
+def _json(text: str):
+    """``json.loads`` whose every failure is a ``ValueError``: also a number beyond Python's
+    4300-digit limit (already a ValueError) and nesting deeper than the recursion limit."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _one_line(e: Exception) -> str:

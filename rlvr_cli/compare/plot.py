@@ -101,6 +101,8 @@ def _step_panel(ax, variants, colors, title, metrics, log, smooth, band) -> None
             if not per_seed:
                 continue
             agg = across_seeds(per_seed, band)
+            if not np.isfinite(agg["mean"].to_numpy(dtype=float)).any():
+                continue  # every value NaN or infinite (an all-NaN run): nothing to draw, not a broken axis
             if log:
                 agg[["mean", "lo", "hi"]] = 10.0 ** agg[["mean", "lo", "hi"]]
             ax.plot(agg.index, agg["mean"], color=color, linestyle=style, linewidth=1.4)

@@ -82,6 +82,8 @@ def resolve_device(device: str = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("device: cuda requested but no CUDA device is available")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise UserError("device: mps requested but no MPS (Apple GPU) device is available")
     return torch.device(device)
 
 
@@ -104,9 +106,29 @@ def quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
+TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",), ("spiece.model",),
+                   ("sentencepiece.bpe.model",), ("vocab.txt",), ("tiktoken.model",))
+"""Files any one of which (or pair) lets ``AutoTokenizer`` build a real vocabulary."""
+
+
+def _tokenizer_files_problem(path: str) -> str | None:
+    """For a local model directory without a tokenizer: what is missing and what is there."""
+    p = Path(path)
+    if not p.is_dir() or any(all((p / f).is_file() for f in group) for group in TOKENIZER_FILES):
+        return None
+    if any(f.suffix == ".tiktoken" for f in p.iterdir()):
+        return None
+    wanted = ", or ".join(" + ".join(group) for group in TOKENIZER_FILES)
+    present = ", ".join(sorted(f.name for f in p.iterdir() if f.is_file())) or "nothing"
+    return f"{path}: no tokenizer files (need {wanted}); the directory holds {present}. Copy the tokenizer the model was trained with into it (tokenizer.save_pretrained)"
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
+    problem = _tokenizer_files_problem(path)
+    if problem:
+        raise UserError(problem)
     try:
         tok = AutoTokenizer.from_pretrained(path)
     except Exception as e:  # noqa: BLE001 - surfaced to the user with the path
@@ -115,6 +137,8 @@ def load_tokenizer(path: str):
         tok.pad_token = tok.eos_token
     if tok.eos_token_id is None:
         raise UserError(f"{path}: tokenizer has no EOS token; responses could never finish")
+    if len(tok) < 2:
+        raise UserError(f"{path}: the tokenizer has a vocabulary of {len(tok)} token(s); its files are incomplete")
     return tok
 
 

@@ -65,31 +65,103 @@ def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
 
 
 # --- YAML with line numbers ----------------------------------------------------------------------
+MAX_RECIPE_BYTES = 1_000_000
+"""A recipe is a few hundred lines; a file beyond this is not one (and would only cost memory)."""
+MAX_DEPTH = 32
+"""Nesting of mappings and lists: the schema needs 4; 20,000 would overflow the parser's recursion."""
+MAX_ALIASES = 64
+"""Alias uses (``*name``) per file: enough for sharing a few values, far too few for an alias bomb."""
+MAX_NODES = 100_000
+"""Nodes of the document with every alias expanded (9 aliases of 9 aliases ... is exponential)."""
+
+
+def _yaml_depth_problem(text: str) -> str | None:
+    """Nesting deeper than MAX_DEPTH, found from the token stream (which is read without recursion,
+    unlike the composer), or None."""
+    depth = 0
+    opening = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)
+    closing = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, opening):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return f"{token.start_mark.line + 1}: nested more than {MAX_DEPTH} levels deep"
+        elif isinstance(token, closing):
+            depth -= 1
+    return None
+
+
+def _check_nodes(path: Path, root) -> list[tuple]:
+    """Refuse aliases beyond the budget, a document that expands beyond MAX_NODES, and a key given
+    twice in one mapping (YAML would silently keep the last): returns (duplicate key node, first one)."""
+    aliases, expanded, seen = 0, {}, set()
+    problems = []
+    stack = [(root, False)]
+    while stack:  # post-order without recursion: children's expanded sizes first
+        node, done = stack.pop()
+        children = [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else (
+            node.value if isinstance(node, yaml.SequenceNode) else [])
+        if done:
+            expanded[id(node)] = 1 + sum(expanded[id(c)] for c in children)
+            if expanded[id(node)] > MAX_NODES:
+                raise UserError(f"{path}: the recipe expands to more than {MAX_NODES} values through its aliases; write the values out")
+            continue
+        if id(node) in seen:
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise UserError(f"{path}:{node.start_mark.line + 1}: more than {MAX_ALIASES} alias uses (*name); a recipe does not need that many")
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in expanded)
+        if isinstance(node, yaml.MappingNode):
+            first: dict = {}
+            for k, _ in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value != "<<":
+                    if k.value in first:
+                        problems.append((k, first[k.value]))
+                    else:
+                        first[k.value] = k
+    return problems  # reported with their dotted keys once the keys' paths are known
+
+
 def _read_yaml_with_lines(path: Path) -> tuple[dict, dict[tuple, Origin]]:
     """Parse a YAML mapping and record the line of every key as a dotted-path tuple -> 'file:line'."""
     try:
+        size = path.stat().st_size
+        if size > MAX_RECIPE_BYTES:
+            raise UserError(f"{path}: too large for a recipe ({size} bytes; at most {MAX_RECIPE_BYTES})")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read recipe: {e}") from None
     try:
+        deep = _yaml_depth_problem(text)
+        if deep:
+            raise UserError(f"{path}:{deep}")
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        duplicates = _check_nodes(path, node) if node is not None else []
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(e, "problem", None) or str(e)
         raise UserError(f"{where}: invalid YAML: {problem}") from None
+    except RecursionError:
+        raise UserError(f"{path}: invalid YAML: nested too deeply") from None
     if data is None:
-        data = {}
+        raise UserError(f"{path}: the recipe is empty (no fields, only comments or blank lines); "
+                        "write the fields that differ from the defaults, or `extends: NAME`")
     if not isinstance(data, dict):
         raise UserError(f"{path}:1: a recipe must be a YAML mapping of fields, got {type(data).__name__}")
     origins: dict[tuple, Origin] = {}
+    dotted: dict[int, tuple] = {}
 
     def walk(n, prefix: tuple):
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
                 key = k.value
                 origins[prefix + (key,)] = f"{path}:{k.start_mark.line + 1}"
+                dotted.setdefault(id(k), prefix + (key,))
                 walk(v, prefix + (key,))
         elif isinstance(n, yaml.SequenceNode):
             for i, v in enumerate(n.value):
@@ -98,6 +170,12 @@ def _read_yaml_with_lines(path: Path) -> tuple[dict, dict[tuple, Origin]]:
 
     if node is not None:
         walk(node, ())
+    if duplicates:
+        raise UserError([
+            f"{path}:{dup.start_mark.line + 1}: {'.'.join(map(str, dotted.get(id(dup), (dup.value,))))}: "
+            f"given twice (first at line {orig.start_mark.line + 1})"
+            for dup, orig in sorted(duplicates, key=lambda d: d[0].start_mark.line)
+        ])
     return data, origins
 
 

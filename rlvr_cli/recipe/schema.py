@@ -26,6 +26,11 @@ VerifierName = Literal["task", "integer", "math", "countdown", "code", "reasonin
 Schedule = Literal["constant", "linear", "cosine"]
 ISMode = Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
 PassKMethod = Literal["pkpo", "analytic"]
+Seed = Annotated[int, Field(ge=0, lt=2**63)]
+"""A seed torch's generators accept as given (0 <= seed < 2**63)."""
+Temperature = Annotated[float, Field(ge=1e-3, le=10)]
+"""A sampling temperature: logits / T must stay finite in float32 (T >= 1e-3)."""
+AdamBeta = Annotated[float, Field(ge=0, lt=1)]
 
 
 class Strict(BaseModel):
@@ -149,6 +154,15 @@ class DatasetTaskSpec(Strict):
     def _regex_given(self):
         if self.answer_extraction == "regex" and not self.answer_regex:
             raise ValueError("answer_extraction 'regex' needs answer_regex")
+        if self.answer_regex is not None:
+            import re
+
+            try:
+                groups = re.compile(self.answer_regex).groups
+            except re.error as e:
+                raise ValueError(f"answer_regex {self.answer_regex!r}: not a valid regular expression ({e})") from None
+            if groups < 1:
+                raise ValueError(f"answer_regex {self.answer_regex!r}: needs a group, e.g. `answer: (\\S+)` (the first group is the answer)")
         if self.eval_split and self.eval_path:
             raise ValueError("give eval_split (hub datasets) or eval_path (local files), not both")
         return self
@@ -199,8 +213,8 @@ class RolloutSpec(Strict):
     """P: prompts per training step, so a step trains on P*G responses."""
     max_new_tokens: int = Field(64, ge=1, le=1_000_000)
     """L_max: response length limit; a response that reaches it without EOS is truncated."""
-    temperature: float = Field(1.0, gt=0, le=10)
-    """T: sampling temperature; log-probs in the loss use the same T."""
+    temperature: Temperature = 1.0
+    """T (0.001-10): sampling temperature; log-probs in the loss use the same T."""
     top_p: float = Field(1.0, gt=0, le=1)
     """Nucleus sampling mass (1 = off)."""
     top_k: int = Field(0, ge=0)
@@ -402,7 +416,7 @@ class CodeSpec(Strict):
     file_size_mb: int = Field(16, ge=1, le=1_048_576)
     """Largest file the program may write (RLIMIT_FSIZE), and with isolation the total size of its working directory."""
     isolation: Literal["auto", "basic"] = "auto"
-    """`auto`: when run as root with namespaces available, also a private user id, a read-only filesystem except its own directory and no network; `basic`: only the process limits, environment and directory."""
+    """`auto`: when run as root with namespaces available, also a private user id, a read-only filesystem except its own directory and no network; `basic`: only what every run gets (process limits, environment, directory, the verdict in a separate process, no sockets)."""
     python: str | None = None
     """Interpreter that runs the programs (null = the one running rlvr)."""
 
@@ -433,12 +447,12 @@ class RewardSpec(Strict):
 
 # --- optimisation --------------------------------------------------------------------------------
 class OptimSpec(Strict):
-    lr: float = Field(1e-4, gt=0)
-    """Peak learning rate (AdamW)."""
+    lr: float = Field(1e-4, gt=0, le=1)
+    """Peak learning rate (AdamW), at most 1 (an AdamW update moves each weight by about lr)."""
     weight_decay: float = Field(0.0, ge=0)
     """AdamW decoupled weight decay."""
-    betas: tuple[float, float] = (0.9, 0.99)
-    """AdamW (beta1, beta2)."""
+    betas: tuple[AdamBeta, AdamBeta] = (0.9, 0.99)
+    """AdamW (beta1, beta2), each in [0, 1)."""
     adam_eps: float = Field(1e-8, gt=0)
     """AdamW epsilon."""
     schedule: Schedule = "constant"
@@ -479,8 +493,8 @@ class EvalSpec(Strict):
     """Samples per prompt."""
     num_prompts: int = Field(64, ge=1)
     """Held-out prompts evaluated (the first N of the task's held-out set)."""
-    temperature: float = Field(1.0, gt=0)
-    """Sampling temperature of evaluation."""
+    temperature: Temperature = 1.0
+    """Sampling temperature of evaluation (0.001-10)."""
     top_p: float = Field(1.0, gt=0, le=1)
     """Nucleus mass of evaluation sampling."""
     max_new_tokens: int | None = Field(None, ge=1)
@@ -489,7 +503,7 @@ class EvalSpec(Strict):
     """k values of pass@k; null resolves to powers of two up to n."""
     maj_at_k: list[int] | None = None
     """k values of maj@k; null resolves to the same as pass_at_k."""
-    seed: int = 1234
+    seed: Seed = 1234
     """Sampling seed of evaluation, shared by every checkpoint so they are compared on equal terms."""
 
     @model_validator(mode="after")
@@ -535,7 +549,7 @@ class Recipe(Strict):
     """One line saying what the recipe is for (shown by `rlvr recipes list`)."""
     algorithm: Literal["rl", "sft"] = "rl"
     """`rl`: the GRPO-family policy-gradient loop, every forward pass with the model's dropout off (so the on-policy ratio is exactly 1); `sft`: supervised fine-tuning (warm start, R1 stages), with the model's dropout as its config sets it."""
-    seed: int = 0
+    seed: Seed = 0
     """Seeds prompts, sampling and minibatch order per step: same seed, same machine, same metrics."""
     steps: int = Field(100, ge=1)
     """Training steps; an RL step is one rollout batch of P*G responses and its mu*minibatches updates."""

@@ -6,9 +6,9 @@ opening fence; a response without any fence is taken as the program itself.
 
 The reference is either
 
-- Python test code (asserts, MBPP/HumanEval style), run after the program in the same namespace
-  (``__name__`` is ``"solution"``, so an ``if __name__ == "__main__":`` block of the program does not
-  run); or
+- Python test code (asserts, MBPP/HumanEval style), run after the program, in a separate process that
+  sees the program's top-level names as data or handles (the program's ``__name__`` is
+  ``"solution"``, so an ``if __name__ == "__main__":`` block of it does not run); or
 - JSON ``{"inputs": [...], "outputs": [...]}`` (APPS style): the program runs once per case as
   ``__main__`` with the input on ``sys.stdin``; its ``sys.stdout`` must equal the output (trailing
   whitespace of each line and trailing blank lines ignored).

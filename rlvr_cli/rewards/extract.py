@@ -33,6 +33,19 @@ _BOX_COMMANDS = ("\\boxed", "\\fbox")
 _NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?(?:/\d+)?")
 
 
+_GROUP_SPACE = "[ \u00a0\u2009\u202f]"
+_SI_GROUPS = re.compile(rf"(?<!\d)\d{{1,3}}(?:{_GROUP_SPACE}\d{{3}})+(?!\d)")
+_SPACED_DIGITS = re.compile(r"\d\s+\d")
+
+
+def join_digit_groups(text: str) -> str | None:
+    """``1 234 567`` (SI thousands grouping, with a space, no-break or thin space) -> ``1234567``;
+    None when digits are separated by whitespace in any other way: ``4 2`` is two numbers, not 42
+    (nor 6, as a LaTeX parser reads it). Digits of any script count (``\\d`` is Unicode)."""
+    joined = _SI_GROUPS.sub(lambda m: re.sub(_GROUP_SPACE, "", m.group()), text)
+    return None if _SPACED_DIGITS.search(joined) else joined
+
+
 class Broken(Exception):
     """A method found its sign but what follows cannot be read (the answer is unparseable, no fallback)."""
 

@@ -9,8 +9,9 @@ Rules:
   ``incorrect``, because it contradicts itself. Anything else after the marker (``#632 wait``) is
   ``unparseable``: the built-in format is exact.
 - Without a marker (a dataset with ``verifier: integer``) the answer comes from the extraction chain
-  (``\\boxed{}``, ``####``, last number; see :mod:`rlvr_cli.rewards.extract`). `$`, spaces and
-  thousands commas are dropped (``$1,234`` -> 1234) and a decimal with a zero fraction is an integer
+  (``\\boxed{}``, ``####``, last number; see :mod:`rlvr_cli.rewards.extract`). `$` and thousands
+  separators (commas, or SI spaces ``1 234``) are dropped (``$1,234`` -> 1234); digits split by
+  spaces any other way (``4 2``) are not a number and a decimal with a zero fraction is an integer
   (``18.00`` -> 18). Any other decimal (``18.5``) is a number that is not the integer: ``incorrect``.
   Other text is ``unparseable`` (use the `math` verifier for answers with units or LaTeX).
 - Leading zeros and ``+`` do not matter (``0632`` = ``632``); the canonical answer is ``str(int)``.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import re
 
 from rlvr_cli.rewards import outcome as oc
-from rlvr_cli.rewards.extract import DEFAULT_EXTRACT, after_marker, extract_answer
+from rlvr_cli.rewards.extract import DEFAULT_EXTRACT, after_marker, extract_answer, join_digit_groups
 from rlvr_cli.rewards.outcome import Outcome
 
 IN_PROCESS_SAFE = True
@@ -58,7 +59,10 @@ def marker_integers(tail: str) -> list[int] | None:
 
 def normalize_integer(text: str) -> tuple[int | None, bool]:
     """(integer, is a number at all) of an extracted answer: `$1,234` -> (1234, True), `2.5` -> (None, True)."""
-    text = text.replace("\\$", "").replace("$", "").replace("\\,", "").replace(" ", "").strip()
+    text = join_digit_groups(text.replace("\\$", "").replace("$", "").replace("\\,", "").strip())
+    if text is None:
+        return None, False  # digits split by spaces (`4 2`): not one number
+    text = text.replace(" ", "")
     if _THOUSANDS.fullmatch(text):
         text = text.replace(",", "")
     if _INT.fullmatch(text):

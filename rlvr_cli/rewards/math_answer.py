@@ -48,7 +48,7 @@ import re
 from fractions import Fraction
 
 from rlvr_cli.rewards import outcome as oc
-from rlvr_cli.rewards.extract import DEFAULT_EXTRACT, extract_answer
+from rlvr_cli.rewards.extract import DEFAULT_EXTRACT, extract_answer, join_digit_groups
 from rlvr_cli.rewards.outcome import Outcome
 
 IN_PROCESS_SAFE = False
@@ -66,6 +66,9 @@ _PERCENT = re.compile(r"\\?%")
 # --- the fast path: plain numbers --------------------------------------------------------------
 def plain_number(text: str) -> tuple[Fraction, bool] | None:
     """(exact value, is a decimal) of a plain number, or None. `1,234.5` -> (2469/2, True)."""
+    text = join_digit_groups(text)
+    if text is None:
+        return None
     text = text.replace(" ", "")
     m = _PLAIN_RATIO.fullmatch(text)
     if m:
@@ -86,11 +89,20 @@ def numbers_match(gold, pred, approximate: bool, rel_tol: float) -> bool:
     """Exact equality, or the relative tolerance when a decimal is involved (works for Fractions and mpmath-like floats)."""
     if not approximate:
         return gold == pred
+    if isinstance(gold, Fraction) and isinstance(pred, Fraction):
+        rel_tol = Fraction(rel_tol)  # exact: a float times 10**9999 would overflow
     return abs(gold - pred) <= rel_tol * max(abs(gold), abs(pred))
 
 
 def format_fraction(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    """`3/4`; beyond Python's 4300-digit int -> str limit, a 30-digit scientific form (`~1.0e+9999`)."""
+    try:
+        return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    except ValueError:
+        from mpmath import mp, mpf
+
+        with mp.workdps(30):
+            return "~" + mp.nstr(mpf(value.numerator) / value.denominator, 30)
 
 
 # --- the sympy path ----------------------------------------------------------------------------
@@ -268,7 +280,10 @@ def canonical(expr) -> str:
             expr = expr.xreplace({f: Rational(str(f)) for f in floats})
     except (AttributeError, TypeError, ValueError):
         pass
-    return str(expr)
+    try:
+        return str(expr)
+    except ValueError:  # an integer beyond Python's 4300-digit int -> str limit: its 30-digit float form
+        return "~" + str(expr.evalf(30))
 
 
 def normalized_text(text: str) -> str:
@@ -298,6 +313,8 @@ def fast_check(
     if len(text) > MAX_ANSWER_CHARS:
         return oc.unparseable(f"answer longer than {MAX_ANSWER_CHARS} characters ({how})")
     pred_text, gold_text = normalize(text), normalize(str(reference).strip().strip("$"))
+    if join_digit_groups(pred_text) is None:
+        return oc.unparseable(f"digits split by spaces, not one number: {pred_text[:40]!r} ({how})")
     gold_num, pred_num = plain_number(gold_text), plain_number(pred_text)
     if gold_num and pred_num:
         (g, g_dec), (p, p_dec) = gold_num, pred_num

@@ -42,9 +42,15 @@ def _reference_text(value) -> str | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # an int beyond the 4300-digit limit of int -> str (json.loads refuses those first)
+            return None
     if isinstance(value, (dict, list)):
-        return json.dumps(value)
+        try:
+            return json.dumps(value)
+        except (ValueError, RecursionError):
+            return None
     return None
 
 
@@ -76,8 +82,12 @@ def _parse_line(number, raw: bytes, verifier, response_field, reference_field, m
         return None, f"not valid UTF-8 (byte {e.start})"
     try:
         record = json.loads(text)
-    except ValueError as e:
-        return None, f"not valid JSON ({e.msg}, column {getattr(e, 'colno', '?')})"
+    except json.JSONDecodeError as e:
+        return None, f"not valid JSON ({e.msg}, column {e.colno})"
+    except ValueError as e:  # a number beyond Python's 4300-digit limit for int(str)
+        return None, f"not readable JSON ({str(e).split(';')[0]})"
+    except RecursionError:
+        return None, "not readable JSON (nested too deeply)"
     if not isinstance(record, dict):
         return None, "not a JSON object"
     response = record.get(response_field)

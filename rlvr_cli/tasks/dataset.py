@@ -113,7 +113,14 @@ class DatasetTask:
             )
         out = []
         for i, row in enumerate(ds):
-            gold = extract_gold(row[s.answer_field], s.answer_extraction, s.answer_regex)
+            raw = row[s.answer_field]
+            if raw is None or isinstance(raw, (bool, list, dict)):
+                kind = "null" if raw is None else f"a {type(raw).__name__}"
+                raise UserError(
+                    f"task: {s.path} (split {split}) row {i}: {s.answer_field} is {kind}, not a string or number "
+                    f"(task.answer_field names the column of gold answers)"
+                )
+            gold = extract_gold(raw, s.answer_extraction, s.answer_regex)
             if gold is None:
                 raise UserError(
                     f"task: {s.path} (split {split}) row {i}: cannot extract the answer from "
@@ -121,8 +128,8 @@ class DatasetTask:
                 )
             try:
                 prompt = s.prompt_template.format(**row)
-            except (KeyError, IndexError, ValueError) as e:
-                raise UserError(f"task.prompt_template: cannot format row {i} of {s.path}: {e}") from None
+            except (KeyError, IndexError, ValueError, AttributeError, TypeError) as e:
+                raise UserError(f"task.prompt_template: cannot format row {i} of {s.path}: {type(e).__name__}: {e}") from None
             pid = f"ds:{stable_hash(prompt):016x}"
             out.append(Problem(id=pid, prompt=prompt, reference=gold, meta={"row": i, "split": split}))
         return out

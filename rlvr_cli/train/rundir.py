@@ -7,6 +7,7 @@
       eval/step_N.json     evaluation results (step 0 = the initial model)
       samples/step_N.jsonl a few prompts with responses, rewards and advantages, for reading
       checkpoints/step_N/  Hugging Face model + tokenizer + trainer_state.pt
+      .lock                locked (flock) by the trainer while it runs; holds its pid (train/lock.py)
 
 Checkpoints are written into a temporary directory and renamed into place, so a directory named
 ``step_N`` is always complete; a run killed at any moment resumes from the newest one, after metrics
@@ -16,6 +17,7 @@ lines and eval files from later steps (and a half-written last line) are dropped
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import platform
@@ -27,9 +29,10 @@ import torch
 
 from rlvr_cli import __version__
 from rlvr_cli.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
-from rlvr_cli.errors import UserError
+from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models import list_checkpoints, quiet_transformers
 from rlvr_cli.trackers import close_trackers, log_to_trackers
+from rlvr_cli.train.lock import LOCK_NAME
 
 
 def _now() -> str:
@@ -58,6 +61,39 @@ def versions() -> dict:
     }
 
 
+def _mount_point(path: Path) -> Path:
+    path = Path(os.path.realpath(path))
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def disk_full(error: BaseException, where: Path) -> bool:
+    """Whether ``error`` (an OSError, or the RuntimeError/SafetensorError a writer wraps it in) came from a
+    full disk: ENOSPC/EDQUOT, the kernel's message, or under 1 MiB left where it was writing."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "No space left on device" in str(error) or "os error 28" in str(error):
+        return True
+    if not isinstance(error, (OSError, RuntimeError)) and type(error).__name__ != "SafetensorError":
+        return False  # the writers' own errors only: a bug elsewhere on a nearly full disk is still a bug
+    try:
+        return shutil.disk_usage(where if where.exists() else where.parent).free < 1 << 20
+    except OSError:
+        return False
+
+
+def disk_full_message(root: Path, doing: str) -> str:
+    """``no space left on the disk mounted at /data (12 KiB free) while writing ... of runs/x``."""
+    mount = _mount_point(root if root.exists() else root.parent)
+    try:
+        free = f"{shutil.disk_usage(mount).free // 1024} KiB free"
+    except OSError:
+        free = "free space unknown"
+    return (f"no space left on the disk mounted at {mount} ({free}) while {doing} of {root}; free space there, "
+            "then continue with --resume (the last complete checkpoint is kept)")
+
+
 class RunDir:
     def __init__(self, root: str | Path):
         self.root = Path(root)
@@ -79,7 +115,7 @@ class RunDir:
     # --- lifecycle ---------------------------------------------------------------------------------
     def create(self, recipe_yaml: str, info: dict, overwrite_ok: bool = False) -> None:
         """Start a fresh run; refuse to mix into an existing run's files."""
-        if self.root.exists() and any(self.root.iterdir()) and not overwrite_ok:
+        if self.root.exists() and any(p.name != LOCK_NAME for p in self.root.iterdir()) and not overwrite_ok:
             raise UserError(
                 f"{self.root}: run directory already exists; pass --resume to continue it, "
                 "or choose another --out"
@@ -130,9 +166,16 @@ class RunDir:
         return rows
 
     def truncate_after(self, step: int) -> None:
-        """Forget everything logged after ``step`` (it will be recomputed by the resumed run)."""
-        rows = [r for r in self.read_metrics() if r.get("step", 0) <= step]
-        atomic_write_jsonl(self.metrics_path, rows)
+        """Forget everything logged after ``step`` (it will be recomputed by the resumed run). Temporary
+        checkpoints go first: on a full disk they hold the space that rewriting the metrics needs."""
+        ck = self.root / "checkpoints"
+        if ck.is_dir():
+            for d in ck.glob(".tmp-*"):
+                shutil.rmtree(d, ignore_errors=True)
+        kept = [r for r in self.read_metrics() if r.get("step", 0) <= step]
+        raw = self.metrics_path.read_bytes() if self.metrics_path.is_file() else b""
+        if raw.count(b"\n") != len(kept) or not raw.endswith(b"\n") and raw:  # something to drop
+            atomic_write_jsonl(self.metrics_path, kept)
         for sub in ("eval", "samples"):
             d = self.root / sub
             if d.is_dir():
@@ -143,10 +186,6 @@ class RunDir:
                         continue
                     if n > step:
                         f.unlink()
-        ck = self.root / "checkpoints"
-        if ck.is_dir():
-            for d in ck.glob(".tmp-*"):
-                shutil.rmtree(d, ignore_errors=True)
 
     # --- checkpoints -------------------------------------------------------------------------------
     def save_checkpoint(self, step: int, model, tokenizer, trainer_state: dict, keep_last: int | None = None) -> Path:
@@ -156,13 +195,20 @@ class RunDir:
         tmp = final.parent / f".tmp-step_{step}-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        torch.save(trainer_state, tmp / "trainer_state.pt")
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
+        try:
+            tmp.mkdir(parents=True)
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            torch.save(trainer_state, tmp / "trainer_state.pt")
+            for f in tmp.iterdir():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+        except BaseException as e:
+            full = disk_full(e, tmp.parent)
+            shutil.rmtree(tmp, ignore_errors=True)  # a partial checkpoint holds the space the rest needs
+            if full:
+                raise RunFailed(disk_full_message(self.root, f"writing checkpoint step {step}")) from None
+            raise
         if final.exists():
             old = final.parent / f".tmp-old-step_{step}-{os.getpid()}"
             os.replace(final, old)

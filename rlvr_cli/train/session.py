@@ -20,6 +20,7 @@ from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.tasks import stable_hash
 from rlvr_cli.train.optim import build_optimizer, build_scheduler
+from rlvr_cli.train import lock
 from rlvr_cli.train.rundir import RunDir
 
 
@@ -121,6 +122,9 @@ def open_session(
     if recipe.threads:
         torch.set_num_threads(recipe.threads)
     run = RunDir(out)
+    if resume and not (run.root / "recipe.yaml").is_file():
+        raise UserError(f"{run.root}: no run to resume (no recipe.yaml there); drop --resume to start a new run")
+    lock.acquire(run.root, owner=run)  # held until this run's RunDir is gone (see train/lock.py)
     recipe_yaml = dump_recipe(recipe)
     ckpt = None
     if (run.root / "recipe.yaml").is_file():

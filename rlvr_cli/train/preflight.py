@@ -1,0 +1,84 @@
+"""Starting a run without leaving a mess: check what can be checked, lock, and undo a failed start.
+
+A recipe that validates can still be unusable here: ``--out`` is a file or cannot be created, the
+device is absent, ``--resume`` names no run. Those are found before anything is written. What can
+only fail while starting (a model that does not load) is undone instead: a run directory this start
+created and that holds no step yet is removed, and a resumed one whose start failed says so in
+``run.json`` rather than staying ``running``. A full disk, wherever it strikes, ends the run as
+``failed`` with a message naming the disk (exit 1), not an internal error.
+"""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+from rlvr_cli.errors import RunFailed, UserError
+from rlvr_cli.models import resolve_device
+from rlvr_cli.recipe.schema import Recipe
+from rlvr_cli.train import lock
+from rlvr_cli.train.rundir import RunDir, disk_full, disk_full_message
+
+
+def check_start(recipe: Recipe, run_dir: Path, resume: bool) -> None:
+    """Raise ``UserError`` for a start that cannot work; writes nothing."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--out {run_dir}: is a file, not a directory")
+    ancestor = run_dir
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UserError(f"--out {run_dir}: {ancestor} is a file, not a directory")
+    if resume and not (run_dir / "recipe.yaml").is_file():
+        raise UserError(f"{run_dir}: no run to resume (no recipe.yaml there); drop --resume to start a new run")
+    if not resume and (run_dir / "recipe.yaml").is_file():
+        raise UserError(f"{run_dir}: run directory already exists; pass --resume to continue it, or choose another --out")
+    resolve_device(recipe.device)
+
+
+def _started(run: RunDir) -> bool:
+    """Whether the run got anywhere worth keeping: a logged step, a checkpoint or a recorded end."""
+    return bool(run.read_metrics()) or (run.root / "checkpoints").is_dir() or run.read_status().get("status") not in (None, "running")
+
+
+@contextmanager
+def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
+    """Check, create and lock ``run_dir`` for the run inside the ``with``; undo a failed start."""
+    run_dir = Path(run_dir)
+    check_start(recipe, run_dir, resume)
+    created = not run_dir.exists()
+    before = set() if created else {p.name for p in run_dir.iterdir()}
+    try:
+        lock.acquire(run_dir)
+    except UserError:
+        if created and run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()  # a directory made for a lock we did not get (another process made it first: not empty)
+        raise
+    run = RunDir(run_dir)
+    try:
+        try:
+            yield run
+        except Exception as e:
+            if isinstance(e, (UserError, RunFailed)) or not disk_full(e, run_dir):
+                raise
+            failed = RunFailed(disk_full_message(run_dir, "writing"))
+            try:
+                run.write_status("failed", error=str(failed))
+            except OSError:
+                pass  # still no room even for run.json: the message below says what to do
+            raise failed from None
+    except BaseException as e:
+        if not _started(run):
+            if created:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            elif not resume:
+                for name in {p.name for p in run_dir.iterdir()} - before:
+                    path = run_dir / name
+                    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        elif run.read_status().get("status") == "running":
+            reason = "; ".join(e.problems) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"
+            run.write_status("failed", error=f"the run could not start: {reason}")
+        raise
+    finally:
+        lock.release(run_dir, every_hold=True)  # the run is over, whatever still references its session
