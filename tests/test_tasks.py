@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from rlvr_cli.algo.length_bias import conditional_verbosity
 from rlvr_cli.errors import UserError
 from rlvr_cli.models.tokenizer import build_char_tokenizer
 from rlvr_cli.recipe.schema import ArithmeticTask as ArithmeticSpec
@@ -82,6 +83,48 @@ def test_arithmetic_error_rate_and_ramble_correlation():
     rambling, plain = sum(wrong[True]) / len(wrong[True]), sum(wrong[False]) / len(wrong[False])
     # an injected column error changes the answer unless clamping to 0..19 absorbs it (rare)
     assert 0.70 < rambling < 0.85 and 0.18 < plain < 0.30, (rambling, plain)
+
+
+def test_arithmetic_filler_before_answer_is_counted_and_conditional_on_errors():
+    # ramble 30%, errors 80% when rambling else 15%: P(filler | wrong) = .24/.345 = .70, P(filler | right) = .06/.655 = .09
+    spec = ArithmeticSpec(
+        styles={"direct": 0.0}, ramble_position="before_answer", ramble_prob=0.3, ramble_max=8,
+        ramble_error_rate=0.8, error_rate=0.15,
+    )
+    t = ArithmeticTask(spec)
+    rng = random.Random(2)
+    fillers, correct = [], []
+    for p in t.train_problems(rng, 4000):
+        tr = t.trace(p, rng)
+        k = t.filler_words(tr)
+        work, _, _ = tr.partition("#")
+        if k:
+            assert work.endswith("," + "wait," * k) and "wait" not in work[: -5 * k], tr  # after the work, before `#`
+        assert 0 <= k <= 8
+        fillers.append(k)
+        correct.append(answer_after_marker(tr) == p.reference)
+    cv = conditional_verbosity(fillers, correct)
+    assert 0.64 < cv["filler_given_incorrect"] < 0.76 and 0.06 < cv["filler_given_correct"] < 0.12, cv
+    assert 4.0 < cv["filler_words_incorrect"] < 5.0 and 4.0 < cv["filler_words_correct"] < 5.0  # uniform 1..8
+
+
+def test_filler_words_counts_only_before_the_marker():
+    t = ArithmeticTask()
+    assert t.filler_words("wait,wait,12,13,6#632") == 2
+    assert t.filler_words("12,13,6,wait,#632wait,") == 1
+    assert t.filler_words("wait,wait,wait,") == 3  # no marker: the whole response
+    assert t.filler_words("12,13,6#632") == 0
+
+
+def test_conditional_verbosity_hand_computed():
+    cv = conditional_verbosity([0, 2, 4, 0, 3, 0], [True, False, False, True, True, False])
+    # wrong: fillers 2, 4, 0 -> P = 2/3, mean of the rambling ones 3; right: 0, 0, 3 -> 1/3, 3
+    assert cv == pytest.approx(
+        {"filler_given_incorrect": 2 / 3, "filler_words_incorrect": 3.0, "filler_given_correct": 1 / 3, "filler_words_correct": 3.0}
+    )
+    none = conditional_verbosity([0, 1], [False, False])
+    assert none["filler_given_correct"] is None and none["filler_words_correct"] is None
+    assert none["filler_given_incorrect"] == 0.5 and none["filler_words_incorrect"] == 1.0
 
 
 def test_arithmetic_many_distinct_correct_traces_per_prompt():

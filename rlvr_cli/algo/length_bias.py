@@ -130,3 +130,26 @@ def length_bias(
     terciles = tuple(float(g[idx].sum()) / total for idx in groups)
     corr = _pearson(lens[wrong].to(torch.float64), g[wrong].to(torch.float64))
     return LengthBias(share, terciles, corr)  # type: ignore[arg-type]
+
+
+def conditional_verbosity(filler_words: Sequence[int], correct: Sequence[bool]) -> dict[str, float | None]:
+    """How a model's filler depends on its own correctness, from its samples (one entry per response).
+
+        filler_given_incorrect = P(filler > 0 | wrong)   filler_given_correct = P(filler > 0 | right)
+        filler_words_incorrect = E[filler | filler > 0, wrong]   (and the same for right)
+
+    The length is in filler words and conditioned on rambling at all, so it separates *how often* a
+    model rambles from *how long*. None where a case has no response (or none that rambles). A base
+    for the length-inflation experiment needs P(filler | wrong) well above P(filler | right): only a
+    length choice conditional on being wrong is favoured by GRPO's 1/|o| (README, length section).
+    Example: fillers [0, 2, 4, 0], correct [1, 0, 0, 1] -> 1.0 / 0.0, lengths 3.0 / None.
+    """
+    if len(filler_words) != len(correct):
+        raise ValueError(f"filler_words ({len(filler_words)}) and correct ({len(correct)}) differ in size")
+    out: dict[str, float | None] = {}
+    for case, want in (("incorrect", False), ("correct", True)):
+        fill = [f for f, ok in zip(filler_words, correct) if bool(ok) == want]
+        rambling = [f for f in fill if f > 0]
+        out[f"filler_given_{case}"] = len(rambling) / len(fill) if fill else None
+        out[f"filler_words_{case}"] = sum(rambling) / len(rambling) if rambling else None
+    return out

@@ -25,6 +25,8 @@ from rlvr_cli.recipe.schema import ArithmeticTask as ArithmeticSpec
 from rlvr_cli.tasks.base import Problem, stable_hash
 
 MARKER = "#"
+FILLER = "wait,"
+"""The filler word of the rambling traces (uncertainty talk that changes nothing in the answer)."""
 
 
 def column_totals(a: int, b: int, digits: int, error_col: int | None = None, delta: int = 0) -> tuple[list[int], int]:
@@ -98,6 +100,10 @@ class ArithmeticTask:
         gold = int(problem.reference)
         return str(gold + delta if (h >> 8) % 2 or gold - delta < 0 else gold - delta)
 
+    def filler_words(self, response: str) -> int:
+        """How many filler words `wait,` the response has before its answer marker (all of it without one)."""
+        return response.split(MARKER, 1)[0].count(FILLER)
+
     # --- supervised traces -----------------------------------------------------------------------
     def trace(self, problem: Problem, rng: random.Random) -> str:
         s, d = self.spec, self.spec.digits
@@ -127,7 +133,7 @@ class ArithmeticTask:
         checks = f"={answer}" * rng.randint(0, s.check_max)
         position = s.check_position if s.check_position != "both" else rng.choice(("before", "after"))
         before, after = (checks, "") if position == "before" else ("", checks)
-        filler = "wait," * rambles
+        filler = FILLER * rambles
         if s.ramble_position == "before_answer":
             return work + ("," if work and filler else "") + filler + before + MARKER + str(answer) + after
         return filler + work + before + MARKER + str(answer) + after
