@@ -108,6 +108,28 @@ def test_arithmetic_filler_before_answer_is_counted_and_conditional_on_errors():
     assert 4.0 < cv["filler_words_incorrect"] < 5.0 and 4.0 < cv["filler_words_correct"] < 5.0  # uniform 1..8
 
 
+def test_arithmetic_filler_after_error_follows_the_wrong_column():
+    spec = ArithmeticSpec(
+        styles={"direct": 0.0, "verbose": 0.0}, ramble_position="after_error", ramble_prob=0.5, ramble_max=3,
+        ramble_error_rate=1.0, error_rate=0.0,
+    )
+    t = ArithmeticTask(spec)
+    rng = random.Random(4)
+    for p in t.train_problems(rng, 300):
+        tr = t.trace(p, rng)
+        work = tr.split("#")[0].split("=")[0]
+        items = work.split(",")
+        true, _ = column_totals(p.meta["a"], p.meta["b"], 3)
+        totals = [int(x) for x in items if x and x != "wait"]
+        wrong = [j for j, (x, y) in enumerate(zip(totals, true)) if x != y]
+        if t.filler_words(tr) == 0:
+            assert not wrong, tr
+            continue
+        first_wait = items.index("wait")
+        assert wrong and first_wait == wrong[0] + 1, tr  # the filler follows the (first) wrong total
+    assert t.filler_words("12,wait,wait,14,6#642") == 2
+
+
 def test_filler_words_counts_only_before_the_marker():
     t = ArithmeticTask()
     assert t.filler_words("wait,wait,12,13,6#632") == 2

@@ -84,8 +84,8 @@ class ArithmeticTask(Strict):
     """Most filler words at the start of a rambling trace."""
     ramble_error_rate: float = Field(0.6, ge=0, le=1)
     """Error probability of a rambling trace (replaces error_rate): makes verbosity predict errors."""
-    ramble_position: Literal["start", "before_answer"] = "start"
-    """Where the filler sits: at the start (decided before the work) or after the work, just before the answer (so a model can learn to ramble when its own work went wrong)."""
+    ramble_position: Literal["start", "before_answer", "after_error"] = "start"
+    """Where the filler sits: at the start (decided before the work), after the work just before the answer, or right after the wrong column (a random column in a correct trace), so a model can learn to ramble when its own work went wrong."""
 
 
 class CountdownTask(Strict):

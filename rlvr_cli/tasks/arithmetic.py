@@ -10,7 +10,9 @@ correct responses exist per prompt:
 
 plus up to ``check_max`` redundant checks `=632` before the marker or after the answer, and, with
 ``ramble_prob`` > 0, 1..ramble_max filler words `wait,` at the start of the response (or, with
-``ramble_position: before_answer``, after the work and just before the answer: `12,14,6,wait,#642`).
+``ramble_position: before_answer``, after the work and just before the answer: `12,14,6,wait,#642`;
+with ``after_error``, right after the wrong column, or after a random column of a correct trace:
+`12,wait,14,6#642`).
 A trace carries one deliberate column error (the column total off by 1-3, propagated through the
 carries into the answer) with probability ``error_rate``, or ``ramble_error_rate`` when it rambles:
 that makes verbosity predict being wrong, as in real models that ramble when unsure.
@@ -119,9 +121,9 @@ class ArithmeticTask:
         totals, answer = column_totals(a, b, d, error_col, delta)
         style = rng.choices(self._styles, weights=self._style_weights)[0]
         if style == "direct":
-            work = ""
+            parts = []
         elif style == "terse":
-            work = ",".join(str(t) for t in totals)
+            parts = [str(t) for t in totals]
         else:
             parts, carry = [], 0
             for j, t in enumerate(totals):
@@ -129,11 +131,16 @@ class ArithmeticTask:
                 lhs = f"{da}+{db}" + (f"+{carry}" if carry else "")
                 parts.append(f"{lhs}={t}")
                 carry = t // 10
-            work = ",".join(parts)
+        work = ",".join(parts)
         checks = f"={answer}" * rng.randint(0, s.check_max)
         position = s.check_position if s.check_position != "both" else rng.choice(("before", "after"))
         before, after = (checks, "") if position == "before" else ("", checks)
         filler = FILLER * rambles
-        if s.ramble_position == "before_answer":
+        if s.ramble_position == "after_error" and filler and parts:
+            # right after the wrong column (a random one in a correct trace): `12,wait,wait,14,6#642`
+            col = error_col if error_col is not None else rng.randrange(d)
+            head, tail = ",".join(parts[: col + 1]), ",".join(parts[col + 1 :])
+            return head + "," + filler + tail + before + MARKER + str(answer) + after
+        if s.ramble_position in ("before_answer", "after_error"):
             return work + ("," if work and filler else "") + filler + before + MARKER + str(answer) + after
         return filler + work + before + MARKER + str(answer) + after
