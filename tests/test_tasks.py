@@ -130,6 +130,21 @@ def test_arithmetic_filler_after_error_follows_the_wrong_column():
     assert t.filler_words("12,wait,wait,14,6#642") == 2
 
 
+def test_arithmetic_error_mark_and_last_column_errors():
+    t = ArithmeticTask(ArithmeticSpec(error_rate=1.0, error_column="last", error_mark="?", styles={"direct": 0.0}))
+    rng = random.Random(5)
+    for p in t.train_problems(rng, 200):
+        tr = t.trace(p, rng)
+        work = tr.split("#")[0].split(",")
+        assert [i for i, x in enumerate(work) if "?" in x] == [2], tr  # only the last (third) total, marked
+        true, _ = column_totals(p.meta["a"], p.meta["b"], 3)
+        assert int(work[2].split("?")[1]) != true[2], tr
+    clean = ArithmeticTask(ArithmeticSpec(error_rate=0.0, error_mark="?"))
+    assert all("?" not in clean.trace(p, rng) for p in clean.train_problems(rng, 100))
+    with pytest.raises(ValueError):
+        ArithmeticSpec(error_mark="#")  # would be read as the answer marker
+
+
 def test_filler_words_counts_only_before_the_marker():
     t = ArithmeticTask()
     assert t.filler_words("wait,wait,12,13,6#632") == 2

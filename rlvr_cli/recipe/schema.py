@@ -78,6 +78,10 @@ class ArithmeticTask(Strict):
     """Where the checks sit: after the answer, before the marker, or either (chosen per trace)."""
     error_rate: float = Field(0.25, ge=0, le=1)
     """Probability that a trace carries one deliberate column error, propagated to the answer."""
+    error_column: Literal["any", "last"] = "any"
+    """Which column a deliberate error hits: any (uniform), or only the last (leftmost) one, so that the work ends right after the error (with `ramble_position: before_answer` the filler then follows the wrong column directly)."""
+    error_mark: str = Field("", max_length=1, pattern=r"^[^0-9,=#+]?$")
+    """Written just before a deliberately wrong column total (`4+8+1=?14`): a visible guess, so that a model can condition what it writes next on its own error (it cannot re-check its arithmetic). Empty: no mark."""
     ramble_prob: float = Field(0.0, ge=0, le=1)
     """Probability that a trace opens with 1..ramble_max filler words `wait,` (uncertainty talk)."""
     ramble_max: int = Field(3, ge=1, le=8)

@@ -14,7 +14,9 @@ plus up to ``check_max`` redundant checks `=632` before the marker or after the 
 with ``after_error``, right after the wrong column, or after a random column of a correct trace:
 `12,wait,14,6#642`).
 A trace carries one deliberate column error (the column total off by 1-3, propagated through the
-carries into the answer) with probability ``error_rate``, or ``ramble_error_rate`` when it rambles:
+carries into the answer; in any column, or only the last with ``error_column: last``) with probability
+``error_rate``, or ``ramble_error_rate`` when it rambles; with ``error_mark`` (e.g. `?`) the wrong total
+is written as a visible guess, `7+5=12,4+8+1=?14,...`:
 that makes verbosity predict being wrong, as in real models that ramble when unsure.
 """
 
@@ -102,6 +104,10 @@ class ArithmeticTask:
         gold = int(problem.reference)
         return str(gold + delta if (h >> 8) % 2 or gold - delta < 0 else gold - delta)
 
+    def _mark(self, col: int, error_col: int | None) -> str:
+        """The error mark (``spec.error_mark``, e.g. `?`) before the wrong column total, else nothing."""
+        return self.spec.error_mark if col == error_col else ""
+
     def filler_words(self, response: str) -> int:
         """How many filler words `wait,` the response has before its answer marker (all of it without one)."""
         return response.split(MARKER, 1)[0].count(FILLER)
@@ -114,7 +120,7 @@ class ArithmeticTask:
         error_rate = s.ramble_error_rate if rambles else s.error_rate
         error_col, delta = None, 0
         if rng.random() < error_rate:
-            error_col = rng.randrange(d)
+            error_col = rng.randrange(d) if s.error_column == "any" else d - 1
             true_totals, _ = column_totals(a, b, d)
             choices = [x for x in (-3, -2, -1, 1, 2, 3) if 0 <= true_totals[error_col] + x <= 19]
             delta = rng.choice(choices)
@@ -123,13 +129,13 @@ class ArithmeticTask:
         if style == "direct":
             parts = []
         elif style == "terse":
-            parts = [str(t) for t in totals]
+            parts = [self._mark(j, error_col) + str(t) for j, t in enumerate(totals)]
         else:
             parts, carry = [], 0
             for j, t in enumerate(totals):
                 da, db = (a // 10**j) % 10, (b // 10**j) % 10
                 lhs = f"{da}+{db}" + (f"+{carry}" if carry else "")
-                parts.append(f"{lhs}={t}")
+                parts.append(f"{lhs}={self._mark(j, error_col)}{t}")
                 carry = t // 10
         work = ",".join(parts)
         checks = f"={answer}" * rng.randint(0, s.check_max)
