@@ -145,6 +145,18 @@ def test_arithmetic_error_mark_and_last_column_errors():
         ArithmeticSpec(error_mark="#")  # would be read as the answer marker
 
 
+def test_geometric_filler_length_has_the_uniform_mean_and_a_constant_hazard():
+    # ramble_max 8: mean (1 + 8)/2 = 4.5; P(1 word) = 1 - q = 2/9; P(k+1 | >= k) = q = 7/9 at every k
+    t = ArithmeticTask(ArithmeticSpec(ramble_prob=1.0, ramble_max=8, ramble_length="geometric", styles={"direct": 0.0}))
+    rng = random.Random(6)
+    ks = [t.filler_words(t.trace(p, rng)) for p in t.train_problems(rng, 6000)]
+    assert sum(ks) / len(ks) == pytest.approx(4.5, abs=0.15)
+    assert sum(k == 1 for k in ks) / len(ks) == pytest.approx(2 / 9, abs=0.02)
+    at_least = [sum(k >= j for k in ks) for j in (8, 9)]
+    assert at_least[1] / at_least[0] == pytest.approx(7 / 9, abs=0.06)  # no hard stop at ramble_max
+    assert max(ks) <= 32
+
+
 def test_filler_words_counts_only_before_the_marker():
     t = ArithmeticTask()
     assert t.filler_words("wait,wait,12,13,6#632") == 2

@@ -86,6 +86,8 @@ class ArithmeticTask(Strict):
     """Probability that a trace opens with 1..ramble_max filler words `wait,` (uncertainty talk)."""
     ramble_max: int = Field(3, ge=1, le=8)
     """Most filler words at the start of a rambling trace."""
+    ramble_length: Literal["uniform", "geometric"] = "uniform"
+    """How many filler words: uniform 1..ramble_max, or geometric with the same mean (the same chance of one more word after each, so no length is a hard stop)."""
     ramble_error_rate: float = Field(0.6, ge=0, le=1)
     """Error probability of a rambling trace (replaces error_rate): makes verbosity predict errors."""
     ramble_position: Literal["start", "before_answer", "after_error"] = "start"

@@ -9,7 +9,8 @@ correct responses exist per prompt:
     verbose   7+5=12,4+8+1=13,3+2+1=6#632       one equation per column
 
 plus up to ``check_max`` redundant checks `=632` before the marker or after the answer, and, with
-``ramble_prob`` > 0, 1..ramble_max filler words `wait,` at the start of the response (or, with
+``ramble_prob`` > 0, filler words `wait,` (1..ramble_max, or geometric with the same mean with
+``ramble_length: geometric``) at the start of the response (or, with
 ``ramble_position: before_answer``, after the work and just before the answer: `12,14,6,wait,#642`;
 with ``after_error``, right after the wrong column, or after a random column of a correct trace:
 `12,wait,14,6#642`).
@@ -104,6 +105,18 @@ class ArithmeticTask:
         gold = int(problem.reference)
         return str(gold + delta if (h >> 8) % 2 or gold - delta < 0 else gold - delta)
 
+    def _filler_length(self, rng: random.Random) -> int:
+        """Filler words of a rambling trace: uniform 1..ramble_max, or geometric with the same mean
+        (1 + ramble_max)/2, i.e. one more word with probability q = 1 - 2/(1 + ramble_max) after each,
+        so the decision to go on is the same at every word (capped at 4 x ramble_max)."""
+        m = self.spec.ramble_max
+        if self.spec.ramble_length == "uniform":
+            return rng.randint(1, m)
+        q, k = 1 - 2 / (1 + m), 1
+        while k < 4 * m and rng.random() < q:
+            k += 1
+        return k
+
     def _mark(self, col: int, error_col: int | None) -> str:
         """The error mark (``spec.error_mark``, e.g. `?`) before the wrong column total, else nothing."""
         return self.spec.error_mark if col == error_col else ""
@@ -116,7 +129,7 @@ class ArithmeticTask:
     def trace(self, problem: Problem, rng: random.Random) -> str:
         s, d = self.spec, self.spec.digits
         a, b = problem.meta["a"], problem.meta["b"]
-        rambles = rng.randint(1, s.ramble_max) if rng.random() < s.ramble_prob else 0
+        rambles = self._filler_length(rng) if rng.random() < s.ramble_prob else 0
         error_rate = s.ramble_error_rate if rambles else s.error_rate
         error_col, delta = None, 0
         if rng.random() < error_rate:
