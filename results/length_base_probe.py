@@ -18,14 +18,7 @@ import json
 import sys
 from collections import Counter
 
-
-def true_totals(a: int, b: int, digits: int) -> list[int]:
-    out, carry = [], 0
-    for j in range(digits):
-        x = (a // 10**j) % 10 + (b // 10**j) % 10 + carry
-        out.append(x)
-        carry = x // 10
-    return out
+from rlvr_cli.tasks.arithmetic import column_totals
 
 
 def total_of(item: str) -> int | None:
@@ -41,7 +34,7 @@ def probe(rows: list[dict]) -> tuple[dict, Counter]:
     classes: Counter = Counter()
     for r in rows:
         a, b = r["prompt"].rstrip("=").split("+")
-        truth = true_totals(int(a), int(b), len(a))
+        truth, _ = column_totals(int(a), int(b), len(a))
         items = [x for x in r["response"].split("#")[0].split(",") if x]
         col, first_err, first_fill = 0, None, None
         for pos, item in enumerate(items):
