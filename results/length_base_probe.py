@@ -57,7 +57,8 @@ def probe(rows: list[dict]) -> tuple[dict, Counter]:
         elif first_err is None:
             classes["filler, right work"] += 1
         else:
-            classes["filler after the first wrong column" if first_err < first_fill else "filler before the first wrong column"] += 1
+            where = "after" if first_err < first_fill else "before"
+            classes[f"filler {where} the first wrong column"] += 1
     return cols, classes
 
 
