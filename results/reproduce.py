@@ -55,7 +55,7 @@ EXPERIMENTS = [
             "no_length_norm": "recipes/experiments/length/no_length_norm.yaml",
             "no_std": "recipes/experiments/length/no_std.yaml",
         },
-        prerequisites=[("recipes/experiments/length/base.yaml", "runs/experiments/length/base")],
+        # the base is builtin:tiny-length, built (and cached) on first use by the first run
     ),
     Experiment(
         "length_free",

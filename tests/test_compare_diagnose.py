@@ -148,6 +148,19 @@ def test_incorrect_length_growing_with_accuracy_is_not_inflation(tmp_path):
     assert v.status == "none" and "accuracy rose" in v.message
 
 
+def test_length_inflation_after_accuracy_has_plateaued(tmp_path):
+    # accuracy learns first (0.35 -> 0.7 by step 20, flat after), then wrong responses lengthen
+    m = healthy_metrics(STEPS)
+    m["accuracy"] = np.minimum(0.35 + 0.35 * T / 20, 0.7) + np.random.default_rng(2).normal(0, 0.02, STEPS)
+    m["len_incorrect"] = _inflating_incorrect_length()
+    m["len_correct"] = np.where(T <= 30, 21.0, 21.0 - (T - 30) / 10)  # 1/|o| pushes correct ones shorter
+    v = length_inflation(_run(tmp_path, m))
+    assert v.status == "detected" and 31 <= v.onset_step <= 34, v.message
+    assert v.evidence["accuracy_at_onset"] == pytest.approx(0.7, abs=0.03)
+    assert v.evidence["accuracy_start"] < 0.5  # the run-start level would have excused it
+    assert "(correct 21 -> 18" in v.message
+
+
 def test_incorrect_length_with_nulls_when_all_correct(tmp_path):
     m = healthy_metrics(STEPS)
     li = list(m["len_incorrect"])

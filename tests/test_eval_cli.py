@@ -87,6 +87,9 @@ def test_eval_of_a_model_writes_its_record(cli, tmp_path):
     assert rec["model"] == "builtin:tiny-init" and rec["step"] is None and rec["task"] == "arithmetic"
     assert rec["min_think"] == 3 and rec["label"] == "min_think_3" and set(rec["pass_at_k"]) == {"1", "2"}
     assert (tmp_path / "m.png").is_file() and (tmp_path / "m.svg").is_file()
+    # conditional verbosity: every sample is wrong and none writes `wait,`
+    assert rec["filler_given_incorrect"] == 0.0 and rec["filler_given_correct"] is None
+    assert "fill%" in res.stderr and "-/0" in res.stderr
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import torch
 
 from rlvr_cli.algo.passk import mean_pass_at_k
 from rlvr_cli.errors import UserError
-from rlvr_cli.evaluation.core import evaluate_policy
+from rlvr_cli.evaluation.core import VERBOSITY_KEYS, evaluate_policy
 from rlvr_cli.evaluation.decoding import Decoding, draw, itc_label
 from rlvr_cli.evaluation.settings import (
     EvalSettings,
@@ -176,3 +176,30 @@ def test_protocol_labels():
     assert protocol_label(base, base, "countdown") == "task_countdown"
     assert itc_label(None, None, False) is None
     assert itc_label(8, 2, True) == "budget_8-min_think_2-greedy"
+
+
+class _FillerTask:
+    """The arithmetic task with a stand-in filler count (the untrained model never writes `wait,`)."""
+
+    def __init__(self, task, count):
+        self._task, self.filler_words = task, count
+
+    def __getattr__(self, name):
+        return getattr(self._task, name)
+
+
+def test_conditional_verbosity_in_the_record(tiny, task):
+    plain = run(tiny, task, seed=1)
+    every = run(tiny, _FillerTask(task, lambda r: 2), seed=1)
+    never = run(tiny, _FillerTask(task, lambda r: 0), seed=1)
+    assert plain["filler_given_incorrect"] == 0.0  # the arithmetic task counts `wait,`: none in random text
+    assert 0 < plain["accuracy"] < 1  # both cases present
+    assert every["filler_given_incorrect"] == every["filler_given_correct"] == 1.0
+    assert every["filler_words_incorrect"] == every["filler_words_correct"] == 2.0
+    assert never["filler_given_correct"] == 0.0 and never["filler_words_correct"] is None
+    assert strip(every, VERBOSITY_KEYS) == strip(plain, VERBOSITY_KEYS)  # the samples are the same
+
+
+def test_task_without_filler_words_gives_none(tiny):
+    r = run(tiny, build_task("countdown"))
+    assert all(r[k] is None for k in VERBOSITY_KEYS)

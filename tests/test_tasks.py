@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from rlvr_cli.algo.length_bias import conditional_verbosity
 from rlvr_cli.errors import UserError
 from rlvr_cli.models.tokenizer import build_char_tokenizer
 from rlvr_cli.recipe.schema import ArithmeticTaskSpec as ArithmeticSpec
@@ -82,6 +83,97 @@ def test_arithmetic_error_rate_and_ramble_correlation():
     rambling, plain = sum(wrong[True]) / len(wrong[True]), sum(wrong[False]) / len(wrong[False])
     # an injected column error changes the answer unless clamping to 0..19 absorbs it (rare)
     assert 0.70 < rambling < 0.85 and 0.18 < plain < 0.30, (rambling, plain)
+
+
+def test_arithmetic_filler_before_answer_is_counted_and_conditional_on_errors():
+    # ramble 30%, errors 80% when rambling else 15%: P(filler | wrong) = .24/.345 = .70, P(filler | right) = .06/.655 = .09
+    spec = ArithmeticSpec(
+        styles={"direct": 0.0}, ramble_position="before_answer", ramble_prob=0.3, ramble_max=8,
+        ramble_error_rate=0.8, error_rate=0.15,
+    )
+    t = ArithmeticTask(spec)
+    rng = random.Random(2)
+    fillers, correct = [], []
+    for p in t.train_problems(rng, 4000):
+        tr = t.trace(p, rng)
+        k = t.filler_words(tr)
+        work, _, _ = tr.partition("#")
+        if k:
+            assert work.endswith("," + "wait," * k) and "wait" not in work[: -5 * k], tr  # after the work, before `#`
+        assert 0 <= k <= 8
+        fillers.append(k)
+        correct.append(answer_after_marker(tr) == p.reference)
+    cv = conditional_verbosity(fillers, correct)
+    assert 0.64 < cv["filler_given_incorrect"] < 0.76 and 0.06 < cv["filler_given_correct"] < 0.12, cv
+    assert 4.0 < cv["filler_words_incorrect"] < 5.0 and 4.0 < cv["filler_words_correct"] < 5.0  # uniform 1..8
+
+
+def test_arithmetic_filler_after_error_follows_the_wrong_column():
+    spec = ArithmeticSpec(
+        styles={"direct": 0.0, "verbose": 0.0}, ramble_position="after_error", ramble_prob=0.5, ramble_max=3,
+        ramble_error_rate=1.0, error_rate=0.0,
+    )
+    t = ArithmeticTask(spec)
+    rng = random.Random(4)
+    for p in t.train_problems(rng, 300):
+        tr = t.trace(p, rng)
+        work = tr.split("#")[0].split("=")[0]
+        items = work.split(",")
+        true, _ = column_totals(p.meta["a"], p.meta["b"], 3)
+        totals = [int(x) for x in items if x and x != "wait"]
+        wrong = [j for j, (x, y) in enumerate(zip(totals, true)) if x != y]
+        if t.filler_words(tr) == 0:
+            assert not wrong, tr
+            continue
+        first_wait = items.index("wait")
+        assert wrong and first_wait == wrong[0] + 1, tr  # the filler follows the (first) wrong total
+    assert t.filler_words("12,wait,wait,14,6#642") == 2
+
+
+def test_arithmetic_error_mark_and_last_column_errors():
+    t = ArithmeticTask(ArithmeticSpec(error_rate=1.0, error_column="last", error_mark="?", styles={"direct": 0.0}))
+    rng = random.Random(5)
+    for p in t.train_problems(rng, 200):
+        tr = t.trace(p, rng)
+        work = tr.split("#")[0].split(",")
+        assert [i for i, x in enumerate(work) if "?" in x] == [2], tr  # only the last (third) total, marked
+        true, _ = column_totals(p.meta["a"], p.meta["b"], 3)
+        assert int(work[2].split("?")[1]) != true[2], tr
+    clean = ArithmeticTask(ArithmeticSpec(error_rate=0.0, error_mark="?"))
+    assert all("?" not in clean.trace(p, rng) for p in clean.train_problems(rng, 100))
+    with pytest.raises(ValueError):
+        ArithmeticSpec(error_mark="#")  # would be read as the answer marker
+
+
+def test_geometric_filler_length_has_the_uniform_mean_and_a_constant_hazard():
+    # ramble_max 8: mean (1 + 8)/2 = 4.5; P(1 word) = 1 - q = 2/9; P(k+1 | >= k) = q = 7/9 at every k
+    t = ArithmeticTask(ArithmeticSpec(ramble_prob=1.0, ramble_max=8, ramble_length="geometric", styles={"direct": 0.0}))
+    rng = random.Random(6)
+    ks = [t.filler_words(t.trace(p, rng)) for p in t.train_problems(rng, 6000)]
+    assert sum(ks) / len(ks) == pytest.approx(4.5, abs=0.15)
+    assert sum(k == 1 for k in ks) / len(ks) == pytest.approx(2 / 9, abs=0.02)
+    at_least = [sum(k >= j for k in ks) for j in (8, 9)]
+    assert at_least[1] / at_least[0] == pytest.approx(7 / 9, abs=0.06)  # no hard stop at ramble_max
+    assert max(ks) <= 32
+
+
+def test_filler_words_counts_only_before_the_marker():
+    t = ArithmeticTask()
+    assert t.filler_words("wait,wait,12,13,6#632") == 2
+    assert t.filler_words("12,13,6,wait,#632wait,") == 1
+    assert t.filler_words("wait,wait,wait,") == 3  # no marker: the whole response
+    assert t.filler_words("12,13,6#632") == 0
+
+
+def test_conditional_verbosity_hand_computed():
+    cv = conditional_verbosity([0, 2, 4, 0, 3, 0], [True, False, False, True, True, False])
+    # wrong: fillers 2, 4, 0 -> P = 2/3, mean of the rambling ones 3; right: 0, 0, 3 -> 1/3, 3
+    assert cv == pytest.approx(
+        {"filler_given_incorrect": 2 / 3, "filler_words_incorrect": 3.0, "filler_given_correct": 1 / 3, "filler_words_correct": 3.0}
+    )
+    none = conditional_verbosity([0, 1], [False, False])
+    assert none["filler_given_correct"] is None and none["filler_words_correct"] is None
+    assert none["filler_given_incorrect"] == 0.5 and none["filler_words_incorrect"] == 1.0
 
 
 def test_arithmetic_many_distinct_correct_traces_per_prompt():

@@ -185,6 +185,10 @@ def _fmt(v, spec: str = ".3f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.0f}"
+
+
 def _shown_ks(ks: list[int]) -> list[int]:
     """At most three k columns (smallest, middle, largest): the table fits 80 columns; files have all."""
     return sorted({ks[0], ks[len(ks) // 2], ks[-1]}) if ks else []
@@ -202,7 +206,9 @@ def _table(records: list[dict], model: str, task: str, s, out_dir: Path | None):
     table = Table(
         title=escape(title + label), caption=caption, box=box.SIMPLE_HEAD, collapse_padding=True, show_edge=False
     )
+    verbosity = any(r.get("filler_given_incorrect") is not None or r.get("filler_given_correct") is not None for r in records)
     ks = _shown_ks(sorted(int(k) for k in first["pass_at_k"]))
+    ks = [ks[0], ks[-1]] if verbosity and len(ks) > 2 else ks  # room for the filler columns in 80
     mk = max((int(k) for k in first["maj_at_k"]), default=None)
     cols = [(f"pass@{k}", lambda r, k=k: _fmt(r["pass_at_k"].get(str(k)))) for k in ks]
     cols += [(f"maj@{mk}", lambda r: _fmt(r["maj_at_k"].get(str(mk))))] if mk is not None else []
@@ -213,6 +219,11 @@ def _table(records: list[dict], model: str, task: str, s, out_dir: Path | None):
         ("trunc", lambda r: _fmt(r["truncated_frac"], ".2f")),
     ]
     cols += [("forced", lambda r: _fmt(r["forced_frac"], ".2f"))] if s.budget else []
+    if verbosity:  # conditional verbosity: P(filler | right/wrong) in %, filler words when rambling
+        cols += [
+            ("fill% ok/err", lambda r: f"{_pct(r['filler_given_correct'])}/{_pct(r['filler_given_incorrect'])}"),
+            ("words", lambda r: f"{_fmt(r['filler_words_correct'], '.1f')}/{_fmt(r['filler_words_incorrect'], '.1f')}"),
+        ]
     table.add_column("step", justify="right")
     for name, _ in cols:
         table.add_column(name, justify="right")

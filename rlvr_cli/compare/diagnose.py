@@ -48,7 +48,8 @@ LEN_MIN_GROWTH_TOKENS = 4.0
 LEN_ONSET_FACTOR = 1.1
 """The inflation began where the run-up first passed 1.1x the start level."""
 ACC_MIN_GAIN = 0.05
-"""Growth is excused when accuracy after the onset (median) exceeds its start level by more than this."""
+"""Growth is excused when accuracy rose by more than this while the length grew (end level - level at
+the onset)."""
 
 MODES = ("kl_explosion", "entropy_collapse", "length_inflation")
 TITLES = {
@@ -257,9 +258,14 @@ def _passk_at_largest_k(run: Run) -> tuple[int, dict[int, float]] | None:
 def length_inflation(run: Run) -> Verdict:
     """Length inflation: the smoothed len_incorrect reaches >= LEN_GROWTH_FACTOR (1.5) x its start level
     and >= start + LEN_MIN_GROWTH_TOKENS (4) and stays there for PERSIST_STEPS (5) logged steps, while
-    accuracy does not grow: the median accuracy from the onset on is <= its start level + ACC_MIN_GAIN
-    (0.05). It began at the first step of the unbroken run-up where the smoothed len_incorrect was
-    >= LEN_ONSET_FACTOR (1.1) x start. Without accuracy it is only *possible*."""
+    accuracy does not grow *over the same stretch*: the median of its last START_STEPS (5) values is
+    <= its level at the onset (median of the START_STEPS values up to the onset) + ACC_MIN_GAIN (0.05).
+    It began at the first step of the unbroken run-up where the smoothed len_incorrect was
+    >= LEN_ONSET_FACTOR (1.1) x start. Without accuracy it is only *possible*. This is what GRPO's 1/|o|
+    favours (README, length section): a wrong response is pushed down less per token the longer it is,
+    so length added after wrong work grows whatever accuracy did before; accuracy that rises with the
+    length is longer useful work, not inflation. The correct responses' length is reported beside it
+    (the same 1/|o| pushes it the other way)."""
     s = run.series("len_incorrect")
     if s is None or s.notna().sum() <= START_STEPS:
         return Verdict("length_inflation", "n/a", "len_incorrect not logged or too few steps with incorrect responses")
@@ -270,27 +276,30 @@ def length_inflation(run: Run) -> Verdict:
         "len_incorrect_end": float(sm.iloc[-1]),
         "len_incorrect_max": float(sm.max()),
     }
+    grew = f"incorrect length {_g(start)} -> {_g(evidence['len_incorrect_end'])}"
     correct = run.series("len_correct")
     if correct is not None and correct.notna().any():
         evidence["len_correct_start"] = start_level(correct, START_STEPS)
         evidence["len_correct_end"] = float(rolling_median(correct, DIAG_SMOOTH_STEPS).iloc[-1])
+        grew += f" (correct {_g(evidence['len_correct_start'])} -> {_g(evidence['len_correct_end'])})"
     threshold = max(LEN_GROWTH_FACTOR * start, start + LEN_MIN_GROWTH_TOKENS)
     trigger = first_sustained(sm >= threshold, PERSIST_STEPS)
-    grew = f"incorrect length {_g(start)} -> {_g(evidence['len_incorrect_end'])}"
     if trigger is None:
         return Verdict("length_inflation", "none", f"{grew}; threshold {_g(threshold)}", evidence=evidence)
     onset = stretch_start(sm >= LEN_ONSET_FACTOR * start, trigger)
     evidence.update({"trigger_step": trigger, "len_incorrect_at_trigger": float(sm.loc[trigger])})
-    acc = run.series("accuracy")
-    if acc is None or acc.notna().sum() == 0:
+    raw_acc = run.series("accuracy")
+    acc = finite(raw_acc) if raw_acc is not None else None
+    if acc is None or len(acc) == 0:
         return Verdict(
             "length_inflation", "possible", f"from step {onset}: {grew}; accuracy not logged", onset, evidence
         )
-    acc_start = start_level(acc, START_STEPS)
-    acc_after = float(acc.loc[onset:].dropna().median())
-    evidence.update({"accuracy_start": acc_start, "accuracy_after_onset": acc_after})
-    acc_text = f"accuracy {_g(acc_start)} at start, {_g(acc_after)} (median) from step {onset}"
-    if acc_after > acc_start + ACC_MIN_GAIN:
+    upto = acc.loc[:onset]
+    acc_onset = float((upto.iloc[-START_STEPS:] if len(upto) >= START_STEPS else acc.iloc[:START_STEPS]).median())
+    acc_end = float(acc.iloc[-START_STEPS:].median())
+    evidence.update({"accuracy_start": start_level(acc, START_STEPS), "accuracy_at_onset": acc_onset, "accuracy_end": acc_end})
+    acc_text = f"accuracy {_g(acc_onset)} at the onset (step {onset}), {_g(acc_end)} at the end"
+    if acc_end > acc_onset + ACC_MIN_GAIN:
         return Verdict(
             "length_inflation", "none", f"{grew} from step {onset}, but accuracy rose: {acc_text}", None, evidence
         )

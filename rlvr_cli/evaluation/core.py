@@ -17,6 +17,10 @@ The record (docs/design.md §4; every key is always present, ``None`` where it d
   included) over all / correct / incorrect samples; ``truncated_frac``: share without EOS within
   the limit; ``forced_frac``: share whose answer marker the budget forced;
 - ``distinct_correct``: distinct correct response texts per prompt (diversity of correct reasoning);
+- conditional verbosity, for a task that knows its filler words (``task.filler_words(response)``;
+  None otherwise): ``filler_given_incorrect`` / ``filler_given_correct`` = P(any filler | own answer
+  wrong / right), ``filler_words_incorrect`` / ``filler_words_correct`` = mean filler words of the
+  responses that ramble, in each case (:func:`rlvr_cli.algo.length_bias.conditional_verbosity`);
 - ``outcomes`` {outcome: count} of the true verifier; ``gen_tokens``, ``sample_s``;
 - ``samples_digest``: a hash of every sampled response in order (equal digests = the same samples);
 - ``per_prompt``: [{"id", "correct"}] (c per prompt, from which any pass@k can be recomputed).
@@ -33,6 +37,7 @@ from functools import partial
 
 import torch
 
+from rlvr_cli.algo.length_bias import conditional_verbosity
 from rlvr_cli.algo.passk import maj_at_k, mean_pass_at_k
 from rlvr_cli.evaluation.decoding import (
     ANSWER_TOKENS,
@@ -135,6 +140,7 @@ def evaluate_policy(
         "greedy_accuracy": g_acc,
         "greedy_len_mean": g_len,
         **metrics,
+        **_verbosity(task, texts, scores),
         "gen_tokens": gen_tokens,
         "sample_s": round(sample_s, 3),
         "samples_digest": hashlib.blake2b("\x1e".join(texts).encode("utf-8"), digest_size=8).hexdigest(),
@@ -165,6 +171,17 @@ def _greedy_metrics(scorer, tokenizer, problems, responses) -> tuple[float | Non
     texts = [tokenizer.decode(r.ids, skip_special_tokens=True) for r in responses]
     scores = _score(scorer, [(p, 0) for p in problems], texts, responses)
     return sum(s.correct for s in scores) / len(scores), _mean([len(r.ids) for r in responses])
+
+
+VERBOSITY_KEYS = ("filler_given_incorrect", "filler_given_correct", "filler_words_incorrect", "filler_words_correct")
+
+
+def _verbosity(task, texts, scores) -> dict:
+    """Conditional verbosity of the samples (None for a task without ``filler_words``)."""
+    count = getattr(task, "filler_words", None)
+    if count is None:
+        return dict.fromkeys(VERBOSITY_KEYS)
+    return conditional_verbosity([count(t) for t in texts], [s.correct for s in scores])
 
 
 def _score(scorer, flat, texts, responses):

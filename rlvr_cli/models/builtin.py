@@ -4,6 +4,9 @@
 - ``builtin:tiny``: ``tiny-init`` warm-started by SFT on noisy `arithmetic` traces (recipe ``base_sft``),
   so that the base model is imperfect but often right: the starting point of every RL recipe.
 - ``builtin:tiny-countdown``: the same for `countdown` (recipe ``base_sft_countdown``).
+- ``builtin:tiny-length``: the base of the length-inflation experiment (recipe ``base_sft_length``):
+  arithmetic traces whose filler `wait,` goes with a deliberate error far more often than with
+  correct work, placed after the work (so it cannot cause the error).
 
 The cache key is a hash of the fully resolved warm-start recipe and of :data:`BUILD_VERSION`, so
 editing the recipe (or the trace generator, with a version bump) rebuilds the model; builds are
@@ -26,7 +29,7 @@ from rlvr_cli.errors import UserError
 BUILD_VERSION = 2
 """Bump when the task generators or the architecture change in a way the recipe does not show."""
 
-WARM_START_RECIPES = {"tiny": "base_sft", "tiny-countdown": "base_sft_countdown"}
+WARM_START_RECIPES = {"tiny": "base_sft", "tiny-countdown": "base_sft_countdown", "tiny-length": "base_sft_length"}
 
 
 def cache_root() -> Path:

@@ -85,14 +85,20 @@ class ArithmeticTaskSpec(Strict):
     """Where the checks sit: after the answer, before the marker, or either (chosen per trace)."""
     error_rate: float = Field(0.25, ge=0, le=1)
     """Probability that a trace carries one deliberate column error, propagated to the answer."""
+    error_column: Literal["any", "last"] = "any"
+    """Which column a deliberate error hits: any (uniform), or only the last (leftmost) one, so that the work ends right after the error (with `ramble_position: before_answer` the filler then follows the wrong column directly)."""
+    error_mark: str = Field("", max_length=1, pattern=r"^[^0-9,=#+]?$")
+    """Written just before a deliberately wrong column total (`4+8+1=?14`): a visible guess, so that a model can condition what it writes next on its own error (it cannot re-check its arithmetic). Empty: no mark."""
     ramble_prob: float = Field(0.0, ge=0, le=1)
     """Probability that a trace opens with 1..ramble_max filler words `wait,` (uncertainty talk)."""
     ramble_max: int = Field(3, ge=1, le=8)
     """Most filler words at the start of a rambling trace."""
+    ramble_length: Literal["uniform", "geometric"] = "uniform"
+    """How many filler words: uniform 1..ramble_max, or geometric with the same mean (the same chance of one more word after each, so no length is a hard stop)."""
     ramble_error_rate: float = Field(0.6, ge=0, le=1)
     """Error probability of a rambling trace (replaces error_rate): makes verbosity predict errors."""
-    ramble_position: Literal["start", "before_answer"] = "start"
-    """Where the filler sits: at the start (decided before the work) or after the work, just before the answer (so a model can learn to ramble when its own work went wrong)."""
+    ramble_position: Literal["start", "before_answer", "after_error"] = "start"
+    """Where the filler sits: at the start (decided before the work), after the work just before the answer, or right after the wrong column (a random column in a correct trace), so a model can learn to ramble when its own work went wrong."""
 
 
 class CountdownTaskSpec(Strict):

@@ -9,10 +9,15 @@ correct responses exist per prompt:
     verbose   7+5=12,4+8+1=13,3+2+1=6#632       one equation per column
 
 plus up to ``check_max`` redundant checks `=632` before the marker or after the answer, and, with
-``ramble_prob`` > 0, 1..ramble_max filler words `wait,` at the start of the response (or, with
-``ramble_position: before_answer``, after the work and just before the answer: `12,14,6,wait,#642`).
+``ramble_prob`` > 0, filler words `wait,` (1..ramble_max, or geometric with the same mean with
+``ramble_length: geometric``) at the start of the response (or, with
+``ramble_position: before_answer``, after the work and just before the answer: `12,14,6,wait,#642`;
+with ``after_error``, right after the wrong column, or after a random column of a correct trace:
+`12,wait,14,6#642`).
 A trace carries one deliberate column error (the column total off by 1-3, propagated through the
-carries into the answer) with probability ``error_rate``, or ``ramble_error_rate`` when it rambles:
+carries into the answer; in any column, or only the last with ``error_column: last``) with probability
+``error_rate``, or ``ramble_error_rate`` when it rambles; with ``error_mark`` (e.g. `?`) the wrong total
+is written as a visible guess, `7+5=12,4+8+1=?14,...`:
 that makes verbosity predict being wrong, as in real models that ramble when unsure.
 """
 
@@ -25,6 +30,8 @@ from rlvr_cli.recipe.schema import ArithmeticTaskSpec as ArithmeticSpec
 from rlvr_cli.tasks.base import Problem, stable_hash
 
 MARKER = "#"
+FILLER = "wait,"
+"""The filler word of the rambling traces (uncertainty talk that changes nothing in the answer)."""
 
 
 def column_totals(a: int, b: int, digits: int, error_col: int | None = None, delta: int = 0) -> tuple[list[int], int]:
@@ -98,36 +105,61 @@ class ArithmeticTask:
         gold = int(problem.reference)
         return str(gold + delta if (h >> 8) % 2 or gold - delta < 0 else gold - delta)
 
+    def _filler_length(self, rng: random.Random) -> int:
+        """Filler words of a rambling trace: uniform 1..ramble_max, or geometric with the same mean
+        (1 + ramble_max)/2, i.e. one more word with probability q = 1 - 2/(1 + ramble_max) after each,
+        so the decision to go on is the same at every word (capped at 4 x ramble_max)."""
+        m = self.spec.ramble_max
+        if self.spec.ramble_length == "uniform":
+            return rng.randint(1, m)
+        q, k = 1 - 2 / (1 + m), 1
+        while k < 4 * m and rng.random() < q:
+            k += 1
+        return k
+
+    def _mark(self, col: int, error_col: int | None) -> str:
+        """The error mark (``spec.error_mark``, e.g. `?`) before the wrong column total, else nothing."""
+        return self.spec.error_mark if col == error_col else ""
+
+    def filler_words(self, response: str) -> int:
+        """How many filler words `wait,` the response has before its answer marker (all of it without one)."""
+        return response.split(MARKER, 1)[0].count(FILLER)
+
     # --- supervised traces -----------------------------------------------------------------------
     def trace(self, problem: Problem, rng: random.Random) -> str:
         s, d = self.spec, self.spec.digits
         a, b = problem.meta["a"], problem.meta["b"]
-        rambles = rng.randint(1, s.ramble_max) if rng.random() < s.ramble_prob else 0
+        rambles = self._filler_length(rng) if rng.random() < s.ramble_prob else 0
         error_rate = s.ramble_error_rate if rambles else s.error_rate
         error_col, delta = None, 0
         if rng.random() < error_rate:
-            error_col = rng.randrange(d)
+            error_col = rng.randrange(d) if s.error_column == "any" else d - 1
             true_totals, _ = column_totals(a, b, d)
             choices = [x for x in (-3, -2, -1, 1, 2, 3) if 0 <= true_totals[error_col] + x <= 19]
             delta = rng.choice(choices)
         totals, answer = column_totals(a, b, d, error_col, delta)
         style = rng.choices(self._styles, weights=self._style_weights)[0]
         if style == "direct":
-            work = ""
+            parts = []
         elif style == "terse":
-            work = ",".join(str(t) for t in totals)
+            parts = [self._mark(j, error_col) + str(t) for j, t in enumerate(totals)]
         else:
             parts, carry = [], 0
             for j, t in enumerate(totals):
                 da, db = (a // 10**j) % 10, (b // 10**j) % 10
                 lhs = f"{da}+{db}" + (f"+{carry}" if carry else "")
-                parts.append(f"{lhs}={t}")
+                parts.append(f"{lhs}={self._mark(j, error_col)}{t}")
                 carry = t // 10
-            work = ",".join(parts)
+        work = ",".join(parts)
         checks = f"={answer}" * rng.randint(0, s.check_max)
         position = s.check_position if s.check_position != "both" else rng.choice(("before", "after"))
         before, after = (checks, "") if position == "before" else ("", checks)
-        filler = "wait," * rambles
-        if s.ramble_position == "before_answer":
+        filler = FILLER * rambles
+        if s.ramble_position == "after_error" and filler and parts:
+            # right after the wrong column (a random one in a correct trace): `12,wait,wait,14,6#642`
+            col = error_col if error_col is not None else rng.randrange(d)
+            head, tail = ",".join(parts[: col + 1]), ",".join(parts[col + 1 :])
+            return head + "," + filler + tail + before + MARKER + str(answer) + after
+        if s.ramble_position in ("before_answer", "after_error"):
             return work + ("," if work and filler else "") + filler + before + MARKER + str(answer) + after
         return filler + work + before + MARKER + str(answer) + after

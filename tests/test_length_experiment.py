@@ -1,0 +1,66 @@
+"""The length-inflation experiment's recipes (issue 14): what each arm changes, its base, a 2-step smoke run.
+
+The real base (builtin:tiny-length) takes minutes to build, so the smoke runs start from the untrained
+builtin:tiny-init; the experiment itself is results/reproduce.py --only length.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlvr_cli.errors import UserError
+from rlvr_cli.models.builtin import WARM_START_RECIPES, builtin_model_dir
+from rlvr_cli.recipe.load import load_recipe
+from rlvr_cli.train.rl import train_rl
+
+ROOT = Path(__file__).resolve().parents[1]
+ARMS = {  # arm -> (advantage.scale, loss.aggregation)
+    "grpo": ("group_std", "seq_mean_token_mean"),
+    "dr_grpo": ("none", "seq_mean_token_sum_norm"),
+    "no_length_norm": ("group_std", "seq_mean_token_sum_norm"),
+    "no_std": ("none", "seq_mean_token_mean"),
+}
+SMALL = [
+    "model.name=builtin:tiny-init",
+    "rollout.prompts_per_step=2",
+    "rollout.group_size=2",
+    "rollout.max_new_tokens=12",
+    "eval.n=2",
+    "eval.num_prompts=2",
+    "steps=2",
+]
+
+
+def arm(name: str) -> Path:
+    return ROOT / "recipes" / "experiments" / "length" / f"{name}.yaml"
+
+
+@pytest.mark.parametrize("name", sorted(ARMS))
+def test_arms_differ_only_in_the_two_normalisations(name):
+    r, g = load_recipe(arm(name)), load_recipe(arm("grpo"))
+    assert (r.advantage.scale, r.loss.aggregation) == ARMS[name]
+    assert r.model.name == "builtin:tiny-length" and r.kl.placement == "none"
+    assert 150 <= r.steps <= 300
+    same = lambda x: {k: v for k, v in x.model_dump().items() if k not in ("advantage", "loss", "name", "description")}  # noqa: E731
+    assert same(r) == same(g)
+
+
+def test_the_base_rambles_after_marked_errors_before_the_answer():
+    assert WARM_START_RECIPES["tiny-length"] == "base_sft_length"
+    t = load_recipe("base_sft_length").task
+    assert (t.ramble_position, t.error_mark, t.ramble_length) == ("before_answer", "?", "geometric")
+    assert t.ramble_error_rate > 4 * t.error_rate  # P(filler | error) >> P(filler | correct) in the data
+    with pytest.raises(UserError, match="builtin:tiny-length"):
+        builtin_model_dir("builtin:nosuch")
+
+
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo"])
+def test_arm_smoke_runs_two_steps(name, tmp_path, rlvr_cache):
+    out = train_rl(load_recipe(arm(name), SMALL), tmp_path / name)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    step0 = json.loads((out / "eval" / "step_0.json").read_text())
+    assert "filler_given_incorrect" in step0  # the eval record carries conditional verbosity
