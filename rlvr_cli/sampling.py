@@ -7,8 +7,11 @@ under the *untruncated* policy at the sampling temperature, log softmax(z/T)[y] 
 trainer computes -- so the behaviour log-probs can be reused when the numerics match (float32, no
 autocast). Top-p / top-k change which token is drawn, not that recorded log-probability.
 
-Everything random goes through one ``torch.Generator``: the same generator seed gives the same
-samples. This module is the seam where another rollout backend (e.g. vLLM) would plug in: it returns
+Randomness: with ``row_keys`` (one int64 key per row, :mod:`rlvr_cli.keyed_random`) the t-th draw of a
+row is the inverse-CDF sample of its t-th keyed uniform, a function of the row's key alone: a row
+samples the same tokens whatever batch it sits in, which rows finished before it, or which process
+drew it (the trainer's rollouts and evaluation use keys). Without keys everything random goes
+through one ``torch.Generator``: the same generator seed gives the same samples. This module is the seam where another rollout backend (e.g. vLLM) would plug in: it returns
 plain token-id lists, finish reasons and log-probs.
 """
 
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.keyed_random import sample_inverse_cdf, uniforms
 
 
 @dataclass
@@ -74,6 +78,7 @@ def generate(
     top_p: float = 1.0,
     top_k: int = 0,
     generator: torch.Generator | None = None,
+    row_keys: torch.Tensor | None = None,
     return_logprobs: bool = True,
     autocast_dtype: torch.dtype | None = None,
     suppress_ids: list[int] | None = None,
@@ -84,6 +89,8 @@ def generate(
 
     ``suppress_ids`` are forbidden until ``suppress_until`` tokens have been generated (used by budget
     forcing's minimum thinking length). ``greedy`` takes the argmax instead of sampling.
+    ``row_keys`` (int64, one per prompt) replaces ``generator``: row i's t-th token is drawn with
+    ``uniforms(row_keys[i], t)`` by the inverse CDF.
     """
     device = next(model.parameters()).device
     b = len(prompt_ids)
@@ -114,6 +121,10 @@ def generate(
     logps: list[list[float]] = [[] for _ in range(b)]
     reasons = ["length"] * b
     active = torch.arange(b, device=device)  # original row of each row still in the batch
+    if row_keys is not None:
+        if len(row_keys) != b:
+            raise ValueError(f"row_keys: {len(row_keys)} keys for {b} prompts")
+        keys = torch.as_tensor(row_keys, dtype=torch.long).to(device)
     with amp:
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
     cache = _output_cache(out)
@@ -130,7 +141,10 @@ def generate(
             tok = z.argmax(dim=-1)
         else:
             probs = torch.softmax(filter_logits(z, top_p, top_k), dim=-1)
-            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            if row_keys is not None:
+                tok = sample_inverse_cdf(probs, uniforms(keys, t))
+            else:
+                tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         lp = logq.gather(-1, tok.unsqueeze(-1)).squeeze(-1) if return_logprobs else None
         gen_tokens += tok.numel()
         tok_list = tok.tolist()
@@ -152,6 +166,8 @@ def generate(
             idx = torch.nonzero(keep).flatten()
             cache.batch_select_indices(idx)
             active, tok, mask, next_pos = active[idx], tok[idx], mask[idx], next_pos[idx]
+            if row_keys is not None:
+                keys = keys[idx]
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
         with amp:
             out = model(
