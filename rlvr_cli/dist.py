@@ -246,3 +246,97 @@ class terminated_as_failure:
         if exc[0] is None:
             shutdown()
         return False
+
+
+def is_fsdp(model) -> bool:
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # pragma: no cover - torch without FSDP2
+        return False
+    return isinstance(model, FSDPModule)
+
+
+class full_params:
+    """Inside it, an FSDP2 model holds its whole parameters (all-gathered once) and its forwards issue no
+    collective, so ranks may run different numbers of them (sampling, no-grad log-probs, eval).
+    No-op for any other model. Costs one full copy of the parameters while it lasts, as DDP always does."""
+
+    def __init__(self, model):
+        self.model = model
+        self.on = is_fsdp(model)
+
+    def _modules(self):
+        from torch.distributed.fsdp import FSDPModule
+
+        return [m for m in self.model.modules() if isinstance(m, FSDPModule)]
+
+    def __enter__(self):
+        if self.on:
+            self.model.set_reshard_after_forward(False)
+            for m in self._modules():
+                _collective("FSDP unshard", m.unshard)
+        return self.model
+
+    def __exit__(self, *exc):
+        if self.on:
+            for m in self._modules():
+                m.reshard()
+            self.model.set_reshard_after_forward(True)
+        return False
+
+
+def full_state_dict(model, rank0_only: bool = True) -> dict:
+    """The model's whole state dict (on CPU): gathered from the shards under FSDP2 (every rank must call
+    it; with ``rank0_only`` the others get an empty dict), the module's own otherwise."""
+    if not is_fsdp(model):
+        return model.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=rank0_only)
+    return _collective("get_model_state_dict", lambda: get_model_state_dict(model, options=opts))
+
+
+def without_tied_aliases(model, state: dict) -> dict:
+    """``state`` less the second names of shared (tied) parameters, as save_pretrained writes a model."""
+    own = {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
+    return {k: v for k, v in state.items() if k in own}
+
+
+def _param_names(model) -> list[str]:
+    """The optimiser's parameters in its order (build_optimizer: the trainable ones, in model order)."""
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+
+
+def optimizer_state(model, optimizer) -> dict:
+    """The optimiser state in torch's one-process layout (parameters by index), whatever the strategy,
+    so a checkpoint resumes on any number of processes. Every rank must call it under FSDP2."""
+    if not is_fsdp(model):
+        return optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    sd = _collective("get_optimizer_state_dict", lambda: get_optimizer_state_dict(model, optimizer, options=opts))
+    if not sd:
+        return {}
+    index = {n: i for i, n in enumerate(_param_names(model))}
+    return {
+        "state": {index[n]: v for n, v in sd["state"].items()},
+        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in sd["param_groups"]],
+    }
+
+
+def load_optimizer_state(model, optimizer, state: dict) -> None:
+    """Load a one-process-layout optimiser state (:func:`optimizer_state`) into ``optimizer``."""
+    if not is_fsdp(model):
+        optimizer.load_state_dict(state)
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    names = _param_names(model)
+    sd = {
+        "state": {names[i]: v for i, v in state["state"].items()},
+        "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]],
+    }
+    opts = StateDictOptions(full_state_dict=True)
+    _collective("set_optimizer_state_dict",
+                lambda: set_optimizer_state_dict(model, optimizer, optim_state_dict=sd, options=opts))

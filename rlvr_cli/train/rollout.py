@@ -60,15 +60,27 @@ class RolloutStats:
 
 def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], RolloutStats]:
     """The groups to train on at ``step`` and the statistics of everything sampled to get them."""
-    r = session.recipe
-    ro, ds = r.rollout, r.dynamic_sampling
-    tok, model = session.tokenizer, session.model
+    ro, ds = session.recipe.rollout, session.recipe.dynamic_sampling
+    model = session.model
     stats = RolloutStats()
     kept: list[Group] = []
     max_rounds = ds.max_rounds if ds.enabled else 1
     was_training = model.training
     model.eval()
-    g = ro.group_size
+    with session.full_params():
+        _rounds(session, task, scorer, step, max_rounds, stats, kept)
+    if was_training:
+        model.train()
+    stats.gen_tokens = int(dist.all_reduce_sum(stats.gen_tokens))
+    stats.time_sample_s, stats.time_verify_s = dist.all_reduce([stats.time_sample_s, stats.time_verify_s], "max")
+    return kept[: ro.prompts_per_step], stats
+
+
+def _rounds(session, task, scorer, step: int, max_rounds: int, stats: RolloutStats, kept: list[Group]) -> None:
+    """Sample, score and filter rounds of P prompts into ``kept`` until P are kept or the rounds run out."""
+    r = session.recipe
+    ro, ds = r.rollout, r.dynamic_sampling
+    tok, model, g = session.tokenizer, session.model, r.rollout.group_size
     for round_ in range(max_rounds):
         stats.rounds += 1
         problems = task.train_problems(step_rng(r.seed, step, "prompts", round_), ro.prompts_per_step)
@@ -121,8 +133,3 @@ def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], Rol
                 stats.groups_dropped += 1
         if len(kept) >= ro.prompts_per_step:
             break
-    if was_training:
-        model.train()
-    stats.gen_tokens = int(dist.all_reduce_sum(stats.gen_tokens))
-    stats.time_sample_s, stats.time_verify_s = dist.all_reduce([stats.time_sample_s, stats.time_verify_s], "max")
-    return kept[: ro.prompts_per_step], stats
