@@ -231,6 +231,10 @@ class terminated_as_failure:
         self._old = None
         if launched_by_torchrun():
             def stop(signum, frame):
+                import sys
+
+                if sys.exc_info()[1] is not None:  # already failing (a collective broke): let it finish writing
+                    return
                 rank, size = world()
                 raise RunFailed(f"rank {rank} of {size}: stopped by torchrun (SIGTERM) after another rank failed; "
                                 "continue with --resume")
