@@ -94,7 +94,8 @@ def train(
         if code:
             raise RunFailed(f"{nproc} processes under torchrun: exit status {code} (see the ranks' messages above); "
                             "continue with --resume")
-    elif r.algorithm == "sft":
+        return  # rank 0 printed the closing table
+    if r.algorithm == "sft":
         from rlvr_cli.train.sft import train_sft
 
         train_sft(r, run_dir, resume=resume)
@@ -103,7 +104,8 @@ def train(
 
         with dist.terminated_as_failure():
             train_rl(r, run_dir, resume=resume)
-        if not dist.is_main():
+            main = dist.is_main()
+        if not main:  # under torchrun only rank 0 prints the closing table
             return
     table = closing_table(run_dir)
     if table is not None:
