@@ -7,8 +7,11 @@ under the *untruncated* policy at the sampling temperature, log softmax(z/T)[y] 
 trainer computes -- so the behaviour log-probs can be reused when the numerics match (float32, no
 autocast). Top-p / top-k change which token is drawn, not that recorded log-probability.
 
-Everything random goes through one ``torch.Generator``: the same generator seed gives the same
-samples. This module is the seam where another rollout backend (e.g. vLLM) would plug in: it returns
+Randomness: with ``row_keys`` (one int64 key per row, :mod:`rlvr_cli.keyed_random`) the t-th draw of a
+row is the inverse-CDF sample of its t-th keyed uniform, a function of the row's key alone: a row
+samples the same tokens whatever batch it sits in, which rows finished before it, or which process
+drew it (the trainer's rollouts and evaluation use keys). Without keys everything random goes
+through one ``torch.Generator``: the same generator seed gives the same samples. This module is the seam where another rollout backend (e.g. vLLM) would plug in: it returns
 plain token-id lists, finish reasons and log-probs.
 """
 
@@ -22,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.keyed_random import sample_inverse_cdf, uniforms
 
 
 @dataclass
@@ -236,6 +240,7 @@ def generate(
     top_p: float = 1.0,
     top_k: int = 0,
     generator: torch.Generator | None = None,
+    row_keys: torch.Tensor | None = None,
     return_logprobs: bool = True,
     autocast_dtype: torch.dtype | None = None,
     suppress_ids: list[int] | None = None,
@@ -258,6 +263,9 @@ def generate(
     cache re-index per quarter instead of one per finishing row); the rows kept meanwhile are decoded
     and ignored. Tokens are drawn only for the unfinished rows, in batch order, so the random stream is
     the one a batch of exactly those rows would use.
+
+    ``row_keys`` (int64, one per prompt) replaces ``generator``: row i's t-th token is drawn with
+    ``uniforms(row_keys[i], t)`` by the inverse CDF.
     """
     device = next(model.parameters()).device
     b = len(prompt_ids)
@@ -283,6 +291,11 @@ def generate(
     ids, mask = _left_pad([list(p) for p in distinct], pad_token_id, device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     amp = torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
+    keys = None
+    if row_keys is not None:
+        if len(row_keys) != b:
+            raise ValueError(f"row_keys: {len(row_keys)} keys for {b} prompts")
+        keys = torch.as_tensor(row_keys, dtype=torch.long).to(device)
     with amp:
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1, :].float()
@@ -318,7 +331,10 @@ def generate(
             tok = z.argmax(dim=-1)
         else:
             probs = torch.softmax(filter_logits(z, top_p, top_k), dim=-1)
-            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            if keys is not None:  # each row's own counter-based stream: independent of the batch it is in
+                tok = sample_inverse_cdf(probs, uniforms(keys[own], t))
+            else:
+                tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         tokens[t].index_copy_(0, own, tok)
         if return_logprobs:
             logps[t].index_copy_(0, own, torch.log_softmax(z, dim=-1).gather(-1, tok.unsqueeze(-1)).squeeze(-1))

@@ -9,7 +9,21 @@ import typer
 from rich.table import Table
 
 from rlvr_cli.cli.common import console
+from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.recipe.load import load_recipe
+
+
+def _launch(recipe: str, run_dir: Path, sets: list[str], resume: bool, seed: int | None, nproc: int) -> int:
+    """Run this command on ``nproc`` processes of this machine under torchrun; returns its exit status."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "rlvr_cli", "train", recipe, "--out", str(run_dir)]
+    for s in sets:
+        cmd += ["--set", s]
+    cmd += (["--resume"] if resume else []) + (["--seed", str(seed)] if seed is not None else [])
+    return subprocess.run(cmd, check=False).returncode
 
 
 def _eval_files(run_dir: Path) -> list[dict]:
@@ -56,23 +70,41 @@ def train(
     set_: list[str] = typer.Option([], "--set", help="Override a field: --set optim.lr=3e-4 (repeatable)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run directory from its last complete checkpoint."),
     seed: int | None = typer.Option(None, "--seed", help="Override the recipe's seed."),
+    nproc: int = typer.Option(1, "--nproc", min=1, help="Processes to train on (starts torchrun; see README \"Scaling out\")."),
 ) -> None:
     """Train with a recipe (RL or SFT); writes recipe.yaml, run.json, metrics.jsonl, eval/, checkpoints/.
 
     Example: rlvr train recipes/dr_grpo.yaml --set optim.lr=3e-4 --seed 1
     """
-    from rlvr_cli.train.preflight import starting_run
+    import os
+    from contextlib import nullcontext
+
+    from rlvr_cli import dist
+    from rlvr_cli.train.preflight import check_start, starting_run
     from rlvr_cli.train.session import default_run_dir
     from rlvr_cli.trackers import check_trackers
 
     overrides = list(set_) + ([f"seed={seed}"] if seed is not None else [])
     r = load_recipe(recipe, overrides)
+    if nproc > 1 and dist.launched_by_torchrun():
+        raise UserError("--nproc: already running under torchrun (it sets the processes); drop --nproc")
+    if nproc > 1:
+        dist.check_settings(r, nproc)
     from rlvr_cli.warm_start import ensure_built
 
     ensure_built(r.model.name, r.model.reference)
     check_trackers(r.trackers)  # a missing tracker package is exit 2 before any work
     run_dir = Path(out) if out else default_run_dir(r, seed)
-    with starting_run(r, run_dir, resume):  # checked before anything is written; locked while it runs
+    if nproc > 1:
+        check_start(r, run_dir, resume)  # nothing written: rank 0 of the launched processes creates and locks
+        code = _launch(recipe, run_dir, set_, resume, seed, nproc)
+        if code:
+            raise RunFailed(f"{nproc} processes under torchrun: exit status {code} (see the ranks' messages above); "
+                            "continue with --resume")
+        return  # rank 0 printed the closing table
+    # checked before anything is written, locked while it runs; under torchrun by rank 0, the rank that writes
+    first = int(os.environ.get("RANK", "0")) == 0
+    with starting_run(r, run_dir, resume) if first else nullcontext():
         if r.algorithm == "sft":
             from rlvr_cli.train.sft import train_sft
 
@@ -80,7 +112,11 @@ def train(
         else:
             from rlvr_cli.train.rl import train_rl
 
-            train_rl(r, run_dir, resume=resume)
+            with dist.terminated_as_failure():
+                train_rl(r, run_dir, resume=resume)
+                main = dist.is_main()
+            if not main:  # under torchrun only rank 0 prints the closing table
+                return
     table = closing_table(run_dir)
     if table is not None:
         console.print(table)

@@ -1,7 +1,10 @@
 """Evaluate a policy on a task's held-out prompts: pass@k, maj@k, length, truncation.
 
 n samples per prompt at a fixed sampling seed, so every checkpoint of every run is evaluated on the
-same prompts with the same random stream; training calls this same function on its eval cadence, so
+same prompts with the same random stream: sample j of prompt i draws with the keyed uniforms of
+(seed; i, j) (:mod:`rlvr_cli.keyed_random`), whatever the batch size or the number of processes. Under
+N processes (a run under torchrun) each rank samples a contiguous share of the (prompt, sample) pairs
+and the responses are gathered in order, so every rank computes the one-process record; training calls this same function on its eval cadence, so
 a run's own ``eval/step_N.json`` and a later ``rlvr eval`` of that checkpoint agree.
 
 The record (docs/design.md §4; every key is always present, ``None`` where it does not apply):
@@ -35,7 +38,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 
-import torch
 
 from rlvr_cli.algo.length_bias import conditional_verbosity
 from rlvr_cli.algo.passk import maj_at_k, mean_pass_at_k
@@ -46,10 +48,11 @@ from rlvr_cli.evaluation.decoding import (
     draw,
     itc_label,
 )
+from rlvr_cli.keyed_random import row_keys, stream_key
 from rlvr_cli.tasks import encode_prompt
 
 DEFAULT_BATCH = 512
-"""Sequences sampled together. Part of the protocol: the random stream is consumed batch by batch."""
+"""Sequences sampled together (memory, not results: every sample's draws are keyed by its identity)."""
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -94,7 +97,7 @@ def evaluate_policy(
     Returns the eval record (module docstring). k values above n are dropped. ``greedy`` adds one
     greedy response per prompt; ``budget``/``min_think`` (see :mod:`.decoding`) apply to both.
     ``on_progress(responses_done)`` is called after every batch. Deterministic for a seed on a
-    given machine and batch size.
+    given machine, whatever the batch size.
     """
     problems = task.eval_problems()[:num_prompts]
     ks = [k for k in (pass_at_k or [1]) if k <= n]
@@ -111,12 +114,13 @@ def evaluate_policy(
     draw_for = partial(
         _draw_all, model, tokenizer, task.answer_marker, prompts, seed, autocast_dtype, batch_size, on_progress
     )
-    flat = [(p, j) for p in problems for j in range(n)]
+    flat = [(i, p, j) for i, p in enumerate(problems) for j in range(n)]
     t0 = time.perf_counter()
     with _eval_mode(model):
         sampled, gen_tokens = draw_for(flat, dec)
         sample_s = time.perf_counter() - t0
-        by_argmax = draw_for([(p, 0) for p in problems], replace(dec, greedy=True))[0] if greedy else None
+        by_argmax = draw_for([(i, p, 0) for i, p in enumerate(problems)], replace(dec, greedy=True))[0] if greedy else None
+    flat = [(p, j) for _, p, j in flat]
     texts = [tokenizer.decode(r.ids, skip_special_tokens=True) for r in sampled]
     scores = _score(scorer, flat, texts, sampled)
     metrics = _sampled_metrics(problems, n, ks, maj_ks, sampled, texts, scores, budget is not None)
@@ -149,19 +153,26 @@ def evaluate_policy(
 
 
 def _draw_all(model, tokenizer, marker, prompts, seed, autocast_dtype, batch_size, on_progress, flat, dec):
-    """Responses for (problem, sample index) pairs in batches, from one generator seeded with ``seed``."""
-    gen = torch.Generator(device=next(model.parameters()).device)
-    gen.manual_seed(seed)
+    """Responses for (prompt index, problem, sample index) triples in batches, keyed by (seed; i, j).
+
+    Each rank draws its contiguous share of ``flat``; the shares are gathered in order.
+    """
+    from rlvr_cli import dist
+
+    stream = stream_key(seed, "eval")
+    mine = [flat[k] for k in dist.share(len(flat))]
     out: list[Response] = []
     tokens = 0
-    for start in range(0, len(flat), batch_size):
-        chunk = flat[start : start + batch_size]
-        got, used = draw(model, tokenizer, marker, [prompts[p.id] for p, _ in chunk], dec, gen, autocast_dtype)
+    for start in range(0, len(mine), batch_size):
+        chunk = mine[start : start + batch_size]
+        keys = row_keys(stream, [(i, j) for i, _, j in chunk])
+        got, used = draw(model, tokenizer, marker, [prompts[p.id] for _, p, _ in chunk], dec,
+                         autocast_dtype=autocast_dtype, row_keys=keys)
         out += got
         tokens += used
         if on_progress is not None:
             on_progress(len(chunk))
-    return out, tokens
+    return dist.gather_concat(out), int(dist.all_reduce_sum(tokens))
 
 
 def _greedy_metrics(scorer, tokenizer, problems, responses) -> tuple[float | None, float | None]:

@@ -69,8 +69,13 @@ def marker_ids(tokenizer, marker: str) -> list[int]:
     return list(tokenizer(marker, add_special_tokens=False)["input_ids"]) if marker else []
 
 
-def draw(model, tokenizer, marker: str, prompts: list[list[int]], dec: Decoding, generator, autocast_dtype=None):
-    """One response per prompt under ``dec``; returns (responses, tokens generated)."""
+def draw(model, tokenizer, marker: str, prompts: list[list[int]], dec: Decoding, generator=None, autocast_dtype=None,
+         row_keys=None):
+    """One response per prompt under ``dec``; returns (responses, tokens generated).
+
+    ``row_keys`` (one int64 key per prompt) replaces ``generator``; a forced answer then draws with
+    keys derived from its row's (:func:`answer_keys`), so a row's response depends on its key alone.
+    """
     mark = marker_ids(tokenizer, marker)
     if (dec.budget is not None or dec.min_think is not None) and not mark:
         raise ValueError("budget forcing and min_think need a task with an answer marker")
@@ -79,7 +84,7 @@ def draw(model, tokenizer, marker: str, prompts: list[list[int]], dec: Decoding,
         "pad_token_id": tokenizer.pad_token_id,
         "temperature": dec.temperature,
         "top_p": dec.top_p,
-        "generator": generator,
+        "generator": generator if row_keys is None else None,
         "return_logprobs": False,
         "autocast_dtype": autocast_dtype,
         "greedy": dec.greedy,
@@ -90,21 +95,32 @@ def draw(model, tokenizer, marker: str, prompts: list[list[int]], dec: Decoding,
         banned = [mark[0], *([eos] if isinstance(eos, int) else eos)]
         suppress = {"suppress_ids": banned, "suppress_until": dec.min_think}
     limit = dec.budget if dec.budget is not None else dec.max_new_tokens
-    first = generate(model, prompts, max_new_tokens=limit, **common, **suppress)
+    first = generate(model, prompts, max_new_tokens=limit, row_keys=row_keys, **common, **suppress)
     responses = [Response(list(ids), why == "length") for ids, why in zip(first.response_ids, first.finish_reasons)]
     if dec.budget is None:
         return responses, first.gen_tokens
-    return responses, first.gen_tokens + _force_answers(model, tokenizer, marker, mark, prompts, responses, dec, common)
+    return responses, first.gen_tokens + _force_answers(model, tokenizer, marker, mark, prompts, responses, dec, common,
+                                                        row_keys)
 
 
-def _force_answers(model, tokenizer, marker, mark, prompts, responses, dec: Decoding, common: dict) -> int:
+def answer_keys(keys):
+    """Keys of the forced-answer continuations, distinct from (and a function of) their rows' keys."""
+    from rlvr_cli.keyed_random import mix64, stream_key
+
+    return mix64(keys ^ stream_key("forced answer"))
+
+
+def _force_answers(model, tokenizer, marker, mark, prompts, responses, dec: Decoding, common: dict,
+                   row_keys=None) -> int:
     """Budget forcing on the responses that hit the budget (in place); returns the tokens generated."""
     rows = [i for i, r in enumerate(responses) if r.truncated]
     if not rows:
         return 0  # nothing to force: the random stream is left exactly where plain sampling leaves it
     forced = {i: marker not in tokenizer.decode(responses[i].ids, skip_special_tokens=True) for i in rows}
     heads = [responses[i].ids + (mark if forced[i] else []) for i in rows]
-    tail = generate(model, [prompts[i] + h for i, h in zip(rows, heads)], max_new_tokens=dec.answer_tokens, **common)
+    keys = answer_keys(row_keys[rows]) if row_keys is not None else None
+    tail = generate(model, [prompts[i] + h for i, h in zip(rows, heads)], max_new_tokens=dec.answer_tokens,
+                    row_keys=keys, **common)
     for i, head, ids, why in zip(rows, heads, tail.response_ids, tail.finish_reasons):
         responses[i] = Response(head + list(ids), why == "length", forced[i])
     return tail.gen_tokens

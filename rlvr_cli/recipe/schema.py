@@ -545,6 +545,17 @@ class TrackersSpec(Strict):
     """Project name in W&B and trackio (the run is named after its run directory)."""
 
 
+class DistributedSpec(Strict):
+    """How a run under `torchrun` (or `rlvr train --nproc N`) splits its work; ignored in one process."""
+
+    strategy: Literal["ddp", "fsdp2"] = "ddp"
+    """`ddp`: every rank holds the whole model, gradients are averaged (DistributedDataParallel); `fsdp2`: parameters, gradients and optimiser state sharded per decoder block (torch.distributed.fsdp.fully_shard, then the root)."""
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """`auto`: nccl on CUDA, gloo on the CPU."""
+    timeout_s: float = Field(300.0, gt=0)
+    """Seconds a collective waits for the other ranks: a rank that died or hangs makes the others fail within it."""
+
+
 # --- the recipe ----------------------------------------------------------------------------------
 class Recipe(Strict):
     """A fully resolved recipe: what `rlvr recipes show` prints and every run saves."""
@@ -579,6 +590,7 @@ class Recipe(Strict):
     eval: EvalSpec = Field(default_factory=EvalSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     trackers: TrackersSpec = Field(default_factory=TrackersSpec)
+    distributed: DistributedSpec = Field(default_factory=DistributedSpec)
 
     @model_validator(mode="after")
     def _resolve_and_cross_check(self):

@@ -70,8 +70,8 @@ _KEEP_ARG: dict[type, str | None] = {}
 def response_logits(model, packed: Packed) -> torch.Tensor:
     """Logits (B, Lr, V) that predict each response token."""
     cls = type(model)
-    if cls not in _KEEP_ARG:
-        params = inspect.signature(model.forward).parameters
+    if cls not in _KEEP_ARG:  # a DistributedDataParallel wrapper passes the keywords to its module
+        params = inspect.signature(getattr(model, "module", model).forward).parameters
         _KEEP_ARG[cls] = next((n for n in ("logits_to_keep", "num_logits_to_keep") if n in params), None)
     lr = packed.response_width
     kwargs = {_KEEP_ARG[cls]: lr} if _KEEP_ARG[cls] else {}

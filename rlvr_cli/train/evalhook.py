@@ -8,7 +8,15 @@ from rlvr_cli.evaluation.core import evaluate_policy
 def eval_and_record(session, task, scorer, step: int) -> dict:
     """Evaluate the current policy and write eval/step_N.json (step 0 = the initial model)."""
     spec = session.recipe.eval
-    result = evaluate_policy(
+    with session.full_params():
+        result = _evaluate(session, task, scorer, spec)
+    record = {"step": step, "model": session.recipe.model.name, "task": task.name, "budget": None, **result}
+    session.run.write_eval(step, record)
+    return record
+
+
+def _evaluate(session, task, scorer, spec) -> dict:
+    return evaluate_policy(
         session.model,
         session.tokenizer,
         task,
@@ -23,6 +31,3 @@ def eval_and_record(session, task, scorer, step: int) -> dict:
         maj_at_k=spec.maj_at_k,
         autocast_dtype=session.autocast_dtype,
     )
-    record = {"step": step, "model": session.recipe.model.name, "task": task.name, "budget": None, **result}
-    session.run.write_eval(step, record)
-    return record

@@ -40,7 +40,7 @@ def run_steps(
     try:
         if session.start_step == 0 and recipe.eval.at_start:
             eval_and_record(session, task, scorer, 0)
-        progress = step_progress(label)
+        progress = step_progress(label, show=run.writer)
         with progress:
             bar = progress.add_task(label, total=recipe.steps, completed=session.start_step, status="")
             for step in range(session.start_step + 1, recipe.steps + 1):

@@ -46,6 +46,9 @@ def grad_norm_and_clip(params, max_norm: float | None) -> float:
     params = [p for p in params if p.grad is not None]
     if not params:
         return 0.0
+    if hasattr(params[0].grad, "full_tensor"):  # sharded (FSDP2) gradients: the norm of the whole gradient
+        norm = torch.nn.utils.clip_grad_norm_(params, math.inf if max_norm is None else max_norm)
+        return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
     if max_norm is None:
         return float(torch.linalg.vector_norm(torch.stack([p.grad.detach().norm() for p in params])))
     return float(torch.nn.utils.clip_grad_norm_(params, max_norm))

@@ -7,7 +7,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rlvr_cli.console import console
 
 
-def step_progress(description: str) -> Progress:
+def step_progress(description: str, show: bool = True) -> Progress:
+    """The bar; ``show=False`` (the ranks but 0 of a distributed run) draws nothing."""
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -18,6 +19,7 @@ def step_progress(description: str) -> Progress:
         TextColumn("{task.fields[status]}"),
         console=console,
         transient=False,
+        disable=not show,
     )
 
 

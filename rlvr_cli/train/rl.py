@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from rlvr_cli import dist
 from rlvr_cli.algo.advantages import group_advantages, zero_spread_groups
 from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
 from rlvr_cli.algo.entropy_remedies import (
@@ -58,7 +60,7 @@ from rlvr_cli.models import load_model
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import Scorer
 from rlvr_cli.tasks import build_task
-from rlvr_cli.train.batch import Packed, length_sorted_chunks, pack, response_logprobs
+from rlvr_cli.train.batch import Packed, length_sorted_chunks, pack, response_logits, response_logprobs
 from rlvr_cli.train.loop import apply_update, run_steps, schedule_step
 from rlvr_cli.train.progress import fmt
 from rlvr_cli.train.rollout import Group, RolloutStats, collect_rollouts, sample_autocast
@@ -119,7 +121,8 @@ class Batch:
             sampler_logprobs=[lp for grp in groups for lp in grp.logprobs],
             rewards=torch.tensor([x for grp in groups for x in grp.rewards], dtype=torch.float32, device=device),
             truncated=torch.tensor([f == "length" for grp in groups for f in grp.finish_reasons], device=device),
-            mask=pack(prompt_ids, response_ids, pad_id, device).response_mask,
+            mask=pack(prompt_ids, response_ids, pad_id, device).response_mask if groups
+            else torch.zeros(0, 1, device=device),  # a rank with no group of this step's batch
             group_size=group_size,
             pad_id=pad_id,
             device=device,
@@ -317,6 +320,13 @@ class UpdateStats:
             self.cov_sum += float(sel.cov.sum())
             self.cov_selected_sum += float(sel.cov[picked].sum())
 
+    def reduce(self) -> None:
+        """Sum the token counts and max/min the ratios over ranks (the losses and norms are global already)."""
+        (self.tokens, self.clip_low, self.clip_high, self.dual, self.ent_sum, self.ent_tokens) = dist.all_reduce(
+            [self.tokens, self.clip_low, self.clip_high, self.dual, self.ent_sum, self.ent_tokens], "sum")
+        self.ratio_max, neg_min = dist.all_reduce([self.ratio_max, -self.ratio_min], "max")
+        self.ratio_min = -neg_min
+
     def metrics(self) -> dict:
         return {
             "entropy": self.ent_sum / self.ent_tokens if self.ent_tokens else None,
@@ -343,7 +353,8 @@ def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
     """Run an RL recipe into ``out`` and return the run directory."""
     o = recipe.optim
     session, trainer_state = open_session(recipe, out, resume, updates_per_step=o.mu * o.minibatches)
-    session.model.eval()  # dropout off in every forward (sampling, log-probs, the update); gradients still flow
+    session.train_model.eval()  # dropout off in every forward (sampling, log-probs, the update); gradients still flow
+    session.model.eval()
     task = build_task(recipe.task)
     scorer = Scorer(recipe.reward, task, seed=recipe.seed)
     reference = None
@@ -354,7 +365,7 @@ def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
         reference.requires_grad_(False)
     source = old_logprob_source(recipe, session)
     session.run.write_status("running", old_logprobs=source, reference_loaded=reference is not None)
-    for note in recipe.notes():
+    for note in recipe.notes() if dist.is_main() else []:
         console.print(f"note: {note}", style="dim", highlight=False)
     last: dict = {}
 
@@ -365,7 +376,7 @@ def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
     def reset_reference(s: int) -> None:  # ProRL: pi_ref <- pi and fresh optimiser moments every N steps
         every = recipe.kl.ref_reset_every
         if reference is not None and every and s % every == 0 and s < recipe.steps:
-            reference.load_state_dict(session.model.state_dict())
+            reference.load_state_dict(dist.full_state_dict(session.model, rank0_only=False))
             session.reset_optimizer()
             session.state["ref_reset_step"] = s
 
@@ -395,7 +406,11 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
     if not groups:  # dynamic sampling found no informative group: the step's update slots pass unused
         row.update(_empty_step(session))
         return step_row("rl", {**row, **_timing(rs, 0.0, 0.0, t_step)}), groups, []
-    batch = Batch.from_groups(groups, r.rollout.group_size, session.tokenizer.pad_token_id, session.device)
+    # this rank's contiguous share of the kept groups (all of them in one process); rows are group-major
+    g = r.rollout.group_size
+    mine = dist.share(len(groups))
+    batch = Batch.from_groups(groups[mine.start : mine.stop], g, session.tokenizer.pad_token_id, session.device)
+    rows = range(mine.start * g, mine.stop * g)  # the global indices of this rank's rows
 
     # 2. behaviour and reference log-probs (no gradient)
     t0 = time.perf_counter()
@@ -403,21 +418,22 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
     if source == "sampler":
         old_logp = _sampler_logprobs(batch)
     else:
-        old_logp = batch_logprobs(session.model, batch, r.rollout.temperature, chunks, session.amp())
+        with session.full_params():
+            old_logp = batch_logprobs(session.model, batch, r.rollout.temperature, chunks, session.amp())
     ref_logp = None
     if reference is not None:
         ref_logp = batch_logprobs(reference, batch, r.rollout.temperature, chunks, session.amp())
     isc = None  # the sampler's and the trainer's log-probs of the same tokens: their mismatch and IS weights
-    if source == "recompute":
+    if source == "recompute":  # the weights act on each rank's own tokens; the logged quantiles are rank 0's
         ic = r.rollout.is_correction
         isc = is_correction_weights(old_logp, _sampler_logprobs(batch), batch.mask, ic.mode, ic.cap, ic.cap_low)
     time_ref = time.perf_counter() - t0
 
-    # 3. reward shaping and 4. advantages
-    shaped = shape_rewards(r, batch, old_logp, ref_logp)
-    g = batch.group_size
-    adv, spread, train_passk = step_advantages(r, shaped.view(-1, g))
-    adv = adv.flatten().to(batch.device)
+    # 3. reward shaping and 4. advantages, over the whole step's batch (every rank computes them all)
+    shaped = torch.tensor(dist.gather_concat(shape_rewards(r, batch, old_logp, ref_logp).tolist()), device=batch.device)
+    adv_all, spread, train_passk = step_advantages(r, shaped.view(-1, g))
+    adv_all = adv_all.flatten().to(batch.device)
+    adv = adv_all[rows.start : rows.stop]
     loss_mask = batch.mask.clone()
     if r.overlong.mask_truncated:
         loss_mask[batch.truncated] = 0.0
@@ -425,24 +441,22 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
     # 5. updates
     t0 = time.perf_counter()
     is_weights = isc.weights if isc is not None and r.rollout.is_correction.mode != "none" else None
-    stats = _update(session, batch, old_logp, ref_logp, adv, loss_mask, is_weights, step)
+    stats = _update(session, batch, old_logp, ref_logp, adv, loss_mask, is_weights, step, rows, len(shaped))
     time_update = time.perf_counter() - t0
 
     # 6. metrics
-    kl_tok = KL_ESTIMATORS[r.kl.estimator](old_logp, ref_logp) * batch.mask if ref_logp is not None else None
+    stats.reduce()
     row.update(stats.metrics())
     row.update({
+        **_kl_metrics(r, batch, old_logp, ref_logp, len(shaped)),
         "reward_shaped_mean": float(shaped.mean()),
-        "kl_mean": float(kl_tok.sum() / batch.mask.sum()) if kl_tok is not None else None,
-        "kl_max": float(kl_tok.max()) if kl_tok is not None else None,
-        "kl_seq_mean": float(kl_tok.sum(dim=1).mean()) if kl_tok is not None else None,
-        "adv_abs_mean": float(adv.abs().mean()),
+        "adv_abs_mean": float(adv_all.abs().mean()),
         "zero_std_frac": float(zero_spread_groups(spread).float().mean()),
         "batch_groups": len(groups),
         "train_passk": train_passk,
         **_mismatch_metrics(isc),
     })
-    return step_row("rl", {**row, **_timing(rs, time_ref, time_update, t_step)}), groups, adv.tolist()
+    return step_row("rl", {**row, **_timing(rs, time_ref, time_update, t_step)}), groups, adv_all.tolist()
 
 
 def _mismatch_metrics(isc: ISCorrection | None) -> dict:
@@ -453,31 +467,58 @@ def _mismatch_metrics(isc: ISCorrection | None) -> dict:
     return {k: isc.stats.get(k) if isc is not None else None for k in keys}
 
 
-def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, is_weights, step: int) -> UpdateStats:
-    """mu passes over the batch in ``minibatches`` optimiser updates, each accumulated over micro-batches."""
+
+
+def _kl_metrics(recipe: Recipe, batch: Batch, old_logp, ref_logp, n_rows: int) -> dict:
+    """Mean / max / per-sequence KL(pi_old || pi_ref) over the step's response tokens (summed over ranks)."""
+    if ref_logp is None:
+        return {"kl_mean": None, "kl_max": None, "kl_seq_mean": None}
+    kl_tok = KL_ESTIMATORS[recipe.kl.estimator](old_logp, ref_logp) * batch.mask
+    total, tokens, seq = dist.all_reduce([kl_tok.sum(), batch.mask.sum(), kl_tok.sum(dim=1).sum()], "sum")
+    top = dist.all_reduce_max(kl_tok.max() if kl_tok.numel() else -math.inf)
+    f32 = partial(torch.tensor, dtype=torch.float32)  # the divisions in float32, as one process always did them
+    return {"kl_mean": float(f32(total) / f32(tokens)), "kl_max": top, "kl_seq_mean": float(f32(seq) / f32(n_rows))}
+
+
+def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, is_weights, step: int,
+            rows: range, n_rows: int) -> UpdateStats:
+    """mu passes over the batch in ``minibatches`` optimiser updates, each accumulated over micro-batches.
+
+    The minibatches are drawn over the step's ``n_rows`` global row indices, as one process draws
+    them; this rank forwards its ``rows`` of each, and the normaliser and the loss are summed over ranks.
+    """
     o, agg = session.recipe.optim, session.recipe.loss.aggregation
     stats = UpdateStats()
-    n = len(batch)
     for pass_ in range(o.mu):
-        order = torch.arange(n)
+        order = torch.arange(n_rows)
         if o.minibatches > 1:
-            order = torch.tensor(step_rng(session.recipe.seed, step, "minibatch", pass_).sample(range(n), n))
-        for mb_i, mb_idx in enumerate(order.tensor_split(o.minibatches)):
+            order = torch.tensor(step_rng(session.recipe.seed, step, "minibatch", pass_).sample(range(n_rows), n_rows))
+        for mb_i, mb_all in enumerate(order.tensor_split(o.minibatches)):
             stats.updates += 1
+            mb_idx = torch.tensor([i - rows.start for i in mb_all.tolist() if i in rows], dtype=torch.long)
             mb_mask = loss_mask[mb_idx.to(batch.device)]
+            z, loss_tokens = dist.all_reduce([aggregation_normalizer(mb_mask, agg), mb_mask.sum()], "sum")
             # no loss token: the gradient is exactly zero, and a step would still move the weights (momentum)
-            empty = not bool(mb_mask.any())
-            z = aggregation_normalizer(mb_mask, agg)
+            empty = loss_tokens == 0
             sel = None
-            if uses_token_selection(session.recipe) and not empty:
+            if uses_token_selection(session.recipe) and not empty:  # one process only (preflight refuses N > 1)
                 sel = _minibatch_selection(session, batch, mb_idx, old_logp, adv, loss_mask,
                                            step_generator(session.recipe.seed, step, "clip_cov", pass_ * o.minibatches + mb_i))
                 stats.add_selection(sel, float(mb_mask.sum()))
             session.optimizer.zero_grad(set_to_none=True)
             total = 0.0
-            for idx in length_sorted_chunks(mb_idx, batch.lengths, o.micro_batches):
-                total += _micro_batch(session, batch, idx, old_logp, ref_logp, adv, loss_mask, z, stats,
-                                      first_pass=pass_ == 0, backward=not empty, sel=sel, is_weights=is_weights)
+            micro = length_sorted_chunks(mb_idx, batch.lengths, o.micro_batches)
+            # a rank short of micro-batches runs zero-weight passes so the collectives pair up: DDP reduces
+            # on one backward per minibatch, FSDP2 gathers on every forward
+            slots = _micro_slots(session, len(micro))
+            for k in range(slots):
+                with session.sync_grads(last=k == slots - 1):
+                    if k < len(micro):
+                        total += _micro_batch(session, batch, micro[k], old_logp, ref_logp, adv, loss_mask, z, stats,
+                                              first_pass=pass_ == 0, backward=not empty, sel=sel, is_weights=is_weights)
+                    else:
+                        _zero_pass(session, backward=not empty)
+            total = dist.all_reduce_sum(total)
             if empty:
                 stats.empty += 1
                 schedule_step(session)
@@ -501,6 +542,23 @@ def _minibatch_selection(session: Session, batch: Batch, mb_idx, old_logp, adv, 
     return token_selection(r, logp, ent, old_logp, adv.unsqueeze(1), mask, generator)
 
 
+def _micro_slots(session: Session, mine: int) -> int:
+    """Micro-batch passes this rank runs in a minibatch: its own, or as many as the busiest rank (FSDP2),
+    or at least one (DDP: its backward is where gradients are averaged)."""
+    if session.sharded:
+        return int(dist.all_reduce_max(mine))
+    return max(mine, 1) if dist.world()[1] > 1 else mine
+
+
+def _zero_pass(session: Session, backward: bool) -> None:
+    """A forward (and backward) of weight zero through the update's model, for a rank short of rows."""
+    pad = session.tokenizer.pad_token_id
+    with session.amp(), torch.set_grad_enabled(backward):
+        logits = response_logits(session.train_model, pack([[pad]], [[pad]], pad, session.device))
+    if backward:
+        (logits.sum() * 0.0).backward()
+
+
 def _micro_batch(session: Session, batch: Batch, idx, old_logp, ref_logp, adv, loss_mask, z, stats: UpdateStats,
                  first_pass: bool, backward: bool, sel: TokenSelection | None = None, is_weights=None) -> float:
     """Forward (and backward) one micro-batch of rows ``idx``; returns its share of the minibatch loss."""
@@ -509,14 +567,14 @@ def _micro_batch(session: Session, batch: Batch, idx, old_logp, ref_logp, adv, l
     w, didx = mb.response_width, idx.to(batch.device)
     m_loss = loss_mask[didx, :w]
     with session.amp(), torch.set_grad_enabled(backward):
-        logp, ent = response_logprobs(session.model, mb, r.rollout.temperature, with_entropy=True)
+        logp, ent = response_logprobs(session.train_model, mb, r.rollout.temperature, with_entropy=True)
     ref = ref_logp[didx, :w] if ref_logp is not None else None
     tok_loss, sur = token_loss(r, logp, ent, old_logp[didx, :w], ref, adv[didx].unsqueeze(1), m_loss,
                                sel=sel.rows(didx, w) if sel is not None else None,
                                is_weights=is_weights[didx, :w] if is_weights is not None else None)
     loss = aggregate(tok_loss, m_loss, r.loss.aggregation, r.loss.length_constant, normalizer=z)
     if backward:
-        loss.backward()
+        (loss * session.grad_scale).backward()
     stats.add_tokens(sur, m_loss)
     if first_pass:  # entropy of the policy that sampled, over every response token
         stats.add_entropy(ent, batch.mask[didx, :w])

@@ -6,8 +6,12 @@ and sample further rounds of P fresh prompts until P informative groups are coll
 ``max_rounds`` is reached, then train on what there is (a smaller batch), logging both. The filter
 looks at raw correctness from the true verifier (or the unshaped reward), never at the shaped reward.
 
-Every round draws its prompts and its samples from generators seeded by (seed, step, round), so a
-step is reproducible on its own (resume needs no sampler state).
+Every round draws its prompts from a generator seeded by (seed, step, round), and response i of the
+round's prompt j samples with the keyed uniforms of (seed, step, round; j, i) (:mod:`rlvr_cli.keyed_random`),
+so a step is reproducible on its own (resume needs no sampler state) and a group's samples do not
+depend on the batch it is drawn in. Under N processes every rank draws the same P prompts, samples
+and scores its contiguous share of whole groups (:func:`rlvr_cli.dist.share`), and the groups
+are gathered in global order: every rank then keeps, counts and refills exactly as one process.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rlvr_cli.keyed_random import row_keys, stream_key
 from rlvr_cli.rewards import ScoreItem
 from rlvr_cli.sampling import generate
 from rlvr_cli.tasks import Problem, encode_prompt
-from rlvr_cli.train.session import step_generator, step_rng
+from rlvr_cli import dist
+from rlvr_cli.train.session import step_rng
 
 
 @dataclass
@@ -66,30 +72,44 @@ def sample_autocast(recipe, session) -> torch.dtype | None:
 
 def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], RolloutStats]:
     """The groups to train on at ``step`` and the statistics of everything sampled to get them."""
-    r = session.recipe
-    ro, ds = r.rollout, r.dynamic_sampling
-    tok, model = session.tokenizer, session.model
+    ro, ds = session.recipe.rollout, session.recipe.dynamic_sampling
+    model = session.model
     stats = RolloutStats()
     kept: list[Group] = []
     max_rounds = ds.max_rounds if ds.enabled else 1
     was_training = model.training
     model.eval()
+    with session.full_params():
+        _rounds(session, task, scorer, step, max_rounds, stats, kept)
+    if was_training:
+        model.train()
+    stats.gen_tokens = int(dist.all_reduce_sum(stats.gen_tokens))
+    stats.time_sample_s, stats.time_verify_s = dist.all_reduce([stats.time_sample_s, stats.time_verify_s], "max")
+    return kept[: ro.prompts_per_step], stats
+
+
+def _rounds(session, task, scorer, step: int, max_rounds: int, stats: RolloutStats, kept: list[Group]) -> None:
+    """Sample, score and filter rounds of P prompts into ``kept`` until P are kept or the rounds run out."""
+    r = session.recipe
+    ro, ds = r.rollout, r.dynamic_sampling
+    tok, model, g = session.tokenizer, session.model, r.rollout.group_size
     for round_ in range(max_rounds):
         stats.rounds += 1
         problems = task.train_problems(step_rng(r.seed, step, "prompts", round_), ro.prompts_per_step)
         stats.prompts_sampled += len(problems)
-        prompt_ids = [encode_prompt(tok, task, p) for p in problems]
+        mine = dist.share(len(problems))  # this rank's prompts (all of them in one process)
+        prompt_ids = [encode_prompt(tok, task, problems[j]) for j in mine]
         t0 = time.perf_counter()
         out = generate(
             model,
-            [ids for ids in prompt_ids for _ in range(ro.group_size)],
+            [ids for ids in prompt_ids for _ in range(g)],
             max_new_tokens=ro.max_new_tokens,
             eos_token_id=tok.eos_token_id,
             pad_token_id=tok.pad_token_id,
             temperature=ro.temperature,
             top_p=ro.top_p,
             top_k=ro.top_k,
-            generator=step_generator(r.seed, step, "sample", round_, device=session.device),
+            row_keys=row_keys(stream_key(r.seed, step, "sample", round_), [(j, i) for j in mine for i in range(g)]),
             ignore_eos=ro.ignore_eos,
             autocast_dtype=sample_autocast(r, session),
         )
@@ -97,18 +117,18 @@ def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], Rol
         stats.gen_tokens += out.gen_tokens
         texts = [tok.decode(ids, skip_special_tokens=True) for ids in out.response_ids]
         t0 = time.perf_counter()
-        g = ro.group_size
         items = [
-            ScoreItem(problem=problems[k // g], response=texts[k], sample_index=k % g, step=step,
+            ScoreItem(problem=problems[mine[k // g]], response=texts[k], sample_index=k % g, step=step,
                       truncated=out.finish_reasons[k] == "length")
             for k in range(len(texts))
         ]
         scores = scorer.score(items)
         stats.time_verify_s += time.perf_counter() - t0
-        for i, p in enumerate(problems):
+        local = []
+        for i, j in enumerate(mine):
             sl = slice(i * g, (i + 1) * g)
-            grp = Group(
-                problem=p,
+            local.append(Group(
+                problem=problems[j],
                 prompt_ids=prompt_ids[i],
                 response_ids=out.response_ids[sl],
                 logprobs=out.logprobs[sl],
@@ -117,7 +137,8 @@ def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], Rol
                 rewards=[s.reward for s in scores[sl]],
                 correct=[s.correct for s in scores[sl]],
                 outcomes=[s.outcome for s in scores[sl]],
-            )
+            ))
+        for grp in dist.gather_concat(local):  # the round's groups in global order, on every rank
             stats.sampled.append(grp)
             if not ds.enabled or grp.informative(ds.metric):
                 kept.append(grp)
@@ -125,6 +146,3 @@ def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], Rol
                 stats.groups_dropped += 1
         if len(kept) >= ro.prompts_per_step:
             break
-    if was_training:
-        model.train()
-    return kept[: ro.prompts_per_step], stats

@@ -95,8 +95,11 @@ def disk_full_message(root: Path, doing: str) -> str:
 
 
 class RunDir:
-    def __init__(self, root: str | Path):
+    """``writer=False`` (every rank but 0 of a distributed run) reads the directory and writes nothing."""
+
+    def __init__(self, root: str | Path, writer: bool = True):
         self.root = Path(root)
+        self.writer = writer
 
     # --- layout ------------------------------------------------------------------------------------
     @property
@@ -115,6 +118,8 @@ class RunDir:
     # --- lifecycle ---------------------------------------------------------------------------------
     def create(self, recipe_yaml: str, info: dict, overwrite_ok: bool = False) -> None:
         """Start a fresh run; refuse to mix into an existing run's files."""
+        if not self.writer:
+            return
         if self.root.exists() and any(p.name != LOCK_NAME for p in self.root.iterdir()) and not overwrite_ok:
             raise UserError(
                 f"{self.root}: run directory already exists; pass --resume to continue it, "
@@ -131,6 +136,8 @@ class RunDir:
             return {}
 
     def write_status(self, status: str, **fields) -> None:
+        if not self.writer:
+            return
         data = self.read_status()
         data.update(fields)
         data["status"] = status
@@ -145,6 +152,8 @@ class RunDir:
     # --- metrics -----------------------------------------------------------------------------------
     def append_metrics(self, row: dict) -> None:
         """Append one line and make it durable before the step is considered done."""
+        if not self.writer:
+            return
         self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(row, allow_nan=True) + "\n"
         with open(self.metrics_path, "a", encoding="utf-8") as f:
@@ -168,6 +177,8 @@ class RunDir:
     def truncate_after(self, step: int) -> None:
         """Forget everything logged after ``step`` (it will be recomputed by the resumed run). Temporary
         checkpoints go first: on a full disk they hold the space that rewriting the metrics needs."""
+        if not self.writer:
+            return
         ck = self.root / "checkpoints"
         if ck.is_dir():
             for d in ck.glob(".tmp-*"):
@@ -188,16 +199,22 @@ class RunDir:
                         f.unlink()
 
     # --- checkpoints -------------------------------------------------------------------------------
-    def save_checkpoint(self, step: int, model, tokenizer, trainer_state: dict, keep_last: int | None = None) -> Path:
-        """Write checkpoints/step_N atomically: a temp dir, fsynced, then renamed into place."""
+    def save_checkpoint(self, step: int, model, tokenizer, trainer_state: dict, keep_last: int | None = None,
+                        state_dict: dict | None = None) -> Path:
+        """Write checkpoints/step_N atomically: a temp dir, fsynced, then renamed into place.
+
+        ``state_dict``: the whole weights when ``model`` holds only shards (FSDP2), else None.
+        """
         quiet_transformers()
         final = self.checkpoint_path(step)
+        if not self.writer:
+            return final
         tmp = final.parent / f".tmp-step_{step}-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
         try:
             tmp.mkdir(parents=True)
-            model.save_pretrained(tmp, safe_serialization=True)
+            model.save_pretrained(tmp, safe_serialization=True, **({"state_dict": state_dict} if state_dict else {}))
             tokenizer.save_pretrained(tmp)
             torch.save(trainer_state, tmp / "trainer_state.pt")
             for f in tmp.iterdir():
@@ -226,7 +243,11 @@ class RunDir:
         return cks[-1] if cks else None
 
     def write_eval(self, step: int, result: dict) -> None:
+        if not self.writer:
+            return
         atomic_write_json(self.eval_path(step), result)
 
     def write_samples(self, step: int, rows: list[dict]) -> None:
+        if not self.writer:
+            return
         atomic_write_jsonl(self.samples_path(step), rows)

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from rlvr_cli import dist
 from rlvr_cli.errors import UserError
 from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
 from rlvr_cli.recipe.load import dump_recipe
@@ -71,6 +72,34 @@ class Session:
     """Last completed step (0 for a fresh run)."""
     state: dict = field(default_factory=dict)
     """Algorithm-specific counters saved with each checkpoint (e.g. skipped updates in a row)."""
+    train_model: torch.nn.Module | None = None
+    """What the update's forwards go through: the DDP wrapper under N processes, else ``model``."""
+
+    def __post_init__(self):
+        if self.train_model is None:
+            self.train_model = self.model
+
+    @property
+    def sharded(self) -> bool:
+        """FSDP2: every forward of the model all-gathers, so ranks must run the same number of them."""
+        return dist.is_fsdp(self.model)
+
+    def full_params(self):
+        """Whole parameters for the forwards that ranks run different numbers of (sampling, eval)."""
+        return dist.full_params(self.model)
+
+    @property
+    def grad_scale(self) -> float:
+        """DDP averages gradients over ranks: a rank's loss times the world size makes the average the sum."""
+        return float(dist.world()[1]) if self.train_model is not self.model or self.sharded else 1.0
+
+    def sync_grads(self, last: bool):
+        """The context of one micro-batch's forward and backward: DDP reduces gradients only on the last."""
+        from contextlib import nullcontext
+
+        if last or self.train_model is self.model:  # FSDP2 reduce-scatters every backward (sums the same)
+            return nullcontext()
+        return self.train_model.no_sync()
 
     def amp(self):
         from contextlib import nullcontext
@@ -89,18 +118,24 @@ class Session:
             group["lr"] = lr
 
     def save(self, step: int, extra: dict | None = None) -> Path:
+        weights = None
+        if self.sharded:  # gathered from the shards: every rank takes part, rank 0 writes
+            weights = dist.without_tied_aliases(self.model, dist.full_state_dict(self.model))
         trainer_state = {
             "step": step,
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": dist.optimizer_state(self.model, self.optimizer),
             "scheduler": self.scheduler.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "state": dict(self.state),
         }
         if extra:
             trainer_state.update(extra)
-        return self.run.save_checkpoint(
-            step, self.model, self.tokenizer, trainer_state, keep_last=self.recipe.checkpoint.keep_last
+        path = self.run.save_checkpoint(
+            step, self.model, self.tokenizer, trainer_state, keep_last=self.recipe.checkpoint.keep_last,
+            state_dict=weights,
         )
+        dist.barrier()  # no rank runs ahead of a checkpoint rank 0 is still writing
+        return path
 
     def should_checkpoint(self, step: int) -> bool:
         every = self.recipe.checkpoint.every
@@ -121,13 +156,17 @@ def open_session(
     """
     if recipe.threads:
         torch.set_num_threads(recipe.threads)
-    run = RunDir(out)
+    dist.check_settings(recipe)
+    device_name = dist.init_from_env(recipe.distributed, recipe.device)
+    run = RunDir(out, writer=dist.is_main())
     if resume and not (run.root / "recipe.yaml").is_file():
         raise UserError(f"{run.root}: no run to resume (no recipe.yaml there); drop --resume to start a new run")
-    lock.acquire(run.root, owner=run)  # held until this run's RunDir is gone (see train/lock.py)
+    if dist.is_main():  # one lock per run: the rank that writes holds it (see train/lock.py)
+        lock.acquire(run.root, owner=run)
     recipe_yaml = dump_recipe(recipe)
     ckpt = None
-    if (run.root / "recipe.yaml").is_file():
+    exists = (run.root / "recipe.yaml").is_file()
+    if exists:
         if not resume:
             raise UserError(f"{run.root}: run directory already exists; pass --resume to continue it, or choose another --out")
         try:
@@ -136,28 +175,35 @@ def open_session(
             raise UserError(f"{run.root}/recipe.yaml: cannot read the run's saved recipe ({e}); choose another --out") from None
         if not isinstance(saved, dict):
             raise UserError(f"{run.root}/recipe.yaml: not a recipe mapping; choose another --out")
-        diffs = _diff(saved, recipe.model_dump(mode="json"))
+        # how the work is split is not part of what the run computes: a run resumes on any number of processes
+        diffs = _diff({**saved, "distributed": None}, {**recipe.model_dump(mode="json"), "distributed": None})
         if diffs:
             raise UserError([f"{run.root}/recipe.yaml: --resume with a different recipe: {d}" for d in diffs])
         ckpt = run.latest_checkpoint()
-        run.truncate_after(ckpt[0] if ckpt else 0)
-        run.write_status("running", resumed_from_step=ckpt[0] if ckpt else 0, error=None)
-    else:
-        run.create(recipe_yaml, {"seed": recipe.seed, "name": recipe.name, **(info or {})})
 
-    device = resolve_device(recipe.device)
+    device = resolve_device(device_name)
     _, autocast_dtype = weights_and_autocast(recipe.model.dtype, device)
     model_ref = str(ckpt[1]) if ckpt else recipe.model.name
     model, tokenizer, resolved = load_model(model_ref, device, recipe.model.dtype)
     model.train()  # SFT trains with the model's dropout; RL switches it off (see rl.train_rl)
+    train_model = dist.wrap_model(model, recipe.distributed, device)  # a bad setting fails before any write
+
+    dist.barrier()  # every rank has looked and loaded before rank 0 writes
+    if exists:
+        run.truncate_after(ckpt[0] if ckpt else 0)
+        run.write_status("running", resumed_from_step=ckpt[0] if ckpt else 0, error=None, **dist.run_info(recipe))
+    else:
+        run.create(recipe_yaml, {"seed": recipe.seed, "name": recipe.name, **(info or {}), **dist.run_info(recipe)})
+    dist.barrier()
     total_updates = recipe.steps * updates_per_step
     optimizer = build_optimizer(model.parameters(), recipe.optim)
     scheduler = build_scheduler(optimizer, recipe.optim, total_updates)
-    session = Session(recipe, run, device, autocast_dtype, model, tokenizer, optimizer, scheduler, total_updates)
+    session = Session(recipe, run, device, autocast_dtype, model, tokenizer, optimizer, scheduler, total_updates,
+                      train_model=train_model)
     trainer_state = None
     if ckpt:
         trainer_state = torch.load(ckpt[1] / "trainer_state.pt", map_location=device, weights_only=True)
-        optimizer.load_state_dict(trainer_state["optimizer"])
+        dist.load_optimizer_state(model, optimizer, trainer_state["optimizer"])
         scheduler.load_state_dict(trainer_state["scheduler"])
         torch.set_rng_state(trainer_state["torch_rng"].cpu())
         session.start_step = int(trainer_state["step"])

@@ -55,26 +55,21 @@ def _rows(run: Path) -> dict:
     return {"metrics": metrics, "eval": evals}
 
 
-ADDED_SINCE_RECORDING = {
-    "updates_empty", "train_passk", "top_entropy_kept_frac", "top_entropy_threshold", "cov_selected_frac",
-    "cov_mean", "cov_selected_mean", "mismatch_abs_mean", "mismatch_abs_max", "is_ratio_p01", "is_ratio_p50",
-    "is_ratio_p99", "is_corrected_frac", "is_weight_mean",
-}
-"""Metrics the trainer logs that the recordings predate (compared only where a recording has them)."""
-
-
 def comparable(recorded: dict, got: dict) -> tuple[dict, dict]:
     """The recording and a new run in the same names: the recording's old metric names are read as
-    `rlvr compare` reads old runs (rlvr_cli.metrics.RENAMED), metrics added since it are left out."""
+    `rlvr compare` reads old runs (rlvr_cli.metrics.RENAMED); keys the recording predates (metrics and
+    eval fields added since) are left out of the new run. A key the recording has and the new run
+    lacks still counts as a difference."""
     from rlvr_cli.metrics import upgrade_row
 
     old = [upgrade_row(row) for row in recorded["metrics"]]
 
     def trim(row: dict, like: dict) -> dict:
-        return {k: v for k, v in row.items() if k in like or k not in ADDED_SINCE_RECORDING}
+        return {k: v for k, v in row.items() if k in like}
 
     rows = [trim(g, w) for g, w in zip(got["metrics"], old)] + got["metrics"][len(old):]
-    return {**recorded, "metrics": old}, {**got, "metrics": rows}
+    evals = {s: trim(e, recorded["eval"].get(s, e)) for s, e in got["eval"].items()}
+    return {**recorded, "metrics": old}, {**got, "metrics": rows, "eval": evals}
 
 
 def run_golden(name: str, workdir: Path) -> dict:
