@@ -55,8 +55,8 @@ Defaults are those of the paper's released scripts (verl ``recipe/entropy/7b_cli
 
 KL-Cov is inert on-policy: with one pass and one minibatch log pi = log pi_old, the penalty is 0 and
 so is its gradient (d|x|/dx at 0 is 0 in torch) -- when the two agree bit for bit. When log pi_old
-comes from another code path (the sampler's KV-cache pass) they differ by round-off, and d|x|/dx =
-sign(x) gives the selected token a full coef-sized gradient of random sign (tests/test_rl_remedies.py).
+comes from another code path (the sampler's KV-cache pass) they can differ by round-off, and then
+d|x|/dx = sign(x) gives the selected token a full coef-sized gradient of random sign.
 Clip-Cov is not inert: it cuts gradients even on-policy.
 
 Worked example (the unit tests): log pi = [-1, -3], A = [1, -1] -> means -2 and 0 ->

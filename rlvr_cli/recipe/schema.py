@@ -657,7 +657,7 @@ class Recipe(Strict):
                 "loss.cov_penalty kl_cov with optim.mu = 1 and one minibatch: logp = logp_old, so the "
                 "|log-ratio| penalty and its gradient are 0 (KL-Cov is inert; Clip-Cov is not) -- exactly so "
                 "only when the behaviour log-probs are recomputed (rollout.old_logprobs recompute): the "
-                "sampler's differ by round-off, and d|x|/dx = sign(x) gives the selected token a coef-sized "
+                "sampler's can differ by round-off, and then d|x|/dx = sign(x) gives the selected token a coef-sized "
                 "gradient of random sign."
             )
         if cov is not None:
