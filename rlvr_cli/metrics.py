@@ -29,7 +29,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("reward_mean", "mean of the recipe's reward (sum_k w_k term_k) over every response sampled this step", "reward (train)"),
     Metric("reward_shaped_mean", "mean reward after overlong shaping and KL-in-reward, over the trained batch", "shaped reward"),
     Metric("accuracy", "fraction correct by the task's **true** verifier (whatever reward drives training), all sampled responses", "accuracy (train)"),
-    Metric("kl_mean", "recipe estimator of KL(pi_old ‖ pi_ref) per response token, mean over tokens", "KL mean"),
+    Metric("kl_mean", "recipe estimator of KL(pi_old ‖ pi_ref) per response token, mean over tokens (null on the steps `kl.track_every` skips when KL is only tracked)", "KL mean"),
     Metric("kl_max", "the same estimator, max over tokens", "KL max"),
     Metric("kl_seq_mean", "mean over responses of the per-sequence sum of that estimator", "KL per sequence"),
     Metric("entropy", "mean per-token entropy of the sampling policy (at temperature T) over response tokens, first pass", "entropy"),

@@ -79,6 +79,15 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
 
+def _reference_needed(session: Session, step: int) -> bool:
+    """Whether this step needs the reference's log-probs: always when KL is in the objective; when KL is
+    only tracked, on step 1, every ``kl.track_every`` steps and at eval steps (`kl_*` is null otherwise)."""
+    kl = session.recipe.kl
+    if kl.placement != "none" and kl.beta > 0:
+        return True
+    return step == 1 or step % kl.track_every == 0 or session.should_eval(step)
+
+
 def _uses_reference(recipe: Recipe) -> bool:
     return recipe.kl.track or (recipe.kl.placement != "none" and recipe.kl.beta > 0)
 
@@ -421,7 +430,7 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
         with session.full_params():
             old_logp = batch_logprobs(session.model, batch, r.rollout.temperature, chunks, session.amp())
     ref_logp = None
-    if reference is not None:
+    if reference is not None and _reference_needed(session, step):
         ref_logp = batch_logprobs(reference, batch, r.rollout.temperature, chunks, session.amp())
     isc = None  # the sampler's and the trainer's log-probs of the same tokens: their mismatch and IS weights
     if source == "recompute":  # the weights act on each rank's own tokens; the logged quantiles are rank 0's

@@ -1,0 +1,24 @@
+"""`kl.track_every`: when KL is only logged, the reference forward runs on step 1, every N steps and
+at eval steps; when KL is in the objective it runs every step."""
+
+from __future__ import annotations
+
+from rlvr_cli.recipe.load import load_recipe
+from rlvr_cli.train.rl import train_rl
+from rlvr_cli.train.rundir import RunDir
+
+SMALL = ["steps=4", "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=16",
+         "eval.at_start=false", "eval.every=0", "eval.n=2", "eval.num_prompts=2", "checkpoint.every=0",
+         "kl.track_every=3"]
+
+
+def _kl(name: str, tiny_base, out) -> list:
+    r = load_recipe(name, [f"model.name={tiny_base}", *SMALL])
+    return [row["kl_mean"] for row in RunDir(train_rl(r, out)).read_metrics()]
+
+
+def test_tracked_kl_is_measured_at_its_cadence_and_in_the_objective_always(tiny_base, tmp_path):
+    tracked = _kl("dr_grpo", tiny_base, tmp_path / "tracked")  # no KL term: step 1, step 3, the last (eval) step
+    assert [k is not None for k in tracked] == [True, False, True, True]
+    in_loss = _kl("grpo", tiny_base, tmp_path / "loss")  # k3 KL in the loss needs the reference every step
+    assert all(k is not None for k in in_loss)
