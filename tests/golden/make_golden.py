@@ -58,7 +58,8 @@ def _rows(run: Path) -> dict:
 ADDED_SINCE_RECORDING = {
     "updates_empty", "train_passk", "top_entropy_kept_frac", "top_entropy_threshold", "cov_selected_frac",
     "cov_mean", "cov_selected_mean", "mismatch_abs_mean", "mismatch_abs_max", "is_ratio_p01", "is_ratio_p50",
-    "is_ratio_p99", "is_corrected_frac", "is_weight_mean",
+    "is_ratio_p99", "is_corrected_frac", "is_weight_mean", "gw_incorrect_share", "gw_incorrect_short_share",
+    "gw_incorrect_mid_share", "gw_incorrect_long_share", "gw_len_corr_incorrect",
 }
 """Metrics the trainer logs that the recordings predate (compared only where a recording has them)."""
 
