@@ -60,8 +60,10 @@ ADDED_SINCE_RECORDING = {
     "cov_mean", "cov_selected_mean", "mismatch_abs_mean", "mismatch_abs_max", "is_ratio_p01", "is_ratio_p50",
     "is_ratio_p99", "is_corrected_frac", "is_weight_mean", "gw_incorrect_share", "gw_incorrect_short_share",
     "gw_incorrect_mid_share", "gw_incorrect_long_share", "gw_len_corr_incorrect",
+    # eval/step_N.json keys
+    "filler_given_incorrect", "filler_given_correct", "filler_words_incorrect", "filler_words_correct",
 }
-"""Metrics the trainer logs that the recordings predate (compared only where a recording has them)."""
+"""Metrics and eval keys the trainer logs that the recordings predate (compared only where a recording has them)."""
 
 
 def comparable(recorded: dict, got: dict) -> tuple[dict, dict]:
@@ -75,7 +77,8 @@ def comparable(recorded: dict, got: dict) -> tuple[dict, dict]:
         return {k: v for k, v in row.items() if k in like or k not in ADDED_SINCE_RECORDING}
 
     rows = [trim(g, w) for g, w in zip(got["metrics"], old)] + got["metrics"][len(old):]
-    return {**recorded, "metrics": old}, {**got, "metrics": rows}
+    evals = {st: trim(e, recorded.get("eval", {}).get(st, e)) for st, e in got.get("eval", {}).items()}
+    return {**recorded, "metrics": old}, {**got, "metrics": rows, "eval": evals}
 
 
 def run_golden(name: str, workdir: Path) -> dict:
