@@ -156,3 +156,43 @@ def test_one_hostile_run_does_not_sink_the_comparison(tmp_path, capsys):
     assert any("line 31" in w and "nested too deeply" in w for w in by_name["deep"]["warnings"])
     assert any("run.json" in w for w in by_name["deep"]["warnings"])
     assert (out / "compare.png").stat().st_size > 0
+
+
+def test_length_bias_panels_and_conditional_verbosity_columns_appear_when_runs_logged_them(tmp_path):
+    """Runs that logged the gw_* metrics get the length-bias panels (labels from rlvr_cli/metrics.py);
+    eval files with conditional verbosity put the base's and the final P(filler|wrong/right) in summary.md."""
+    runs = tmp_path / "runs"
+    paths = []
+    for s, (short, long_) in enumerate([(0.30, 0.10), (0.28, 0.12)]):
+        m = healthy_metrics(STEPS, s)
+        m.update(gw_incorrect_share=np.full(STEPS, 0.6), gw_incorrect_short_share=np.full(STEPS, short),
+                 gw_incorrect_mid_share=np.full(STEPS, 0.6 - short - long_),
+                 gw_incorrect_long_share=np.full(STEPS, long_), gw_len_corr_incorrect=np.full(STEPS, -0.5))
+        d = write_run(runs, f"grpo_s{s}", seed=s, metrics=m, evals={0: {1: 0.5, 16: 0.9}, STEPS: {1: 0.6, 16: 0.95}})
+        for step, (wrong, right) in {0: (0.66, 0.13), STEPS: (0.8 + 0.1 * s, 0.05)}.items():
+            f = d / "eval" / f"step_{step}.json"
+            f.write_text(json.dumps({**json.loads(f.read_text()), "filler_given_incorrect": wrong,
+                                     "filler_given_correct": right}))
+        paths.append(d)
+    plain = write_run(runs, "plain", steps=STEPS)
+
+    titles = lambda fig: [ax.get_title() for ax in fig.axes]  # noqa: E731
+    runs_gw, _ = load_runs([str(p) for p in paths])
+    fig = make_figure(group_variants(runs_gw), smooth=0)
+    panel = fig.axes[titles(fig).index("per-token gradient weight on incorrect responses (share)")]
+    legend = [t.get_text() for t in panel.get_legend().get_texts()]
+    assert legend == ["short third", "long third", "incorrect share"]
+    assert [round(float(y[0]), 2) for y in (line.get_ydata() for line in panel.get_lines())] == [0.29, 0.11, 0.6]
+    assert "incorrect: corr(length, weight); truncation" in titles(fig)
+    runs_plain, _ = load_runs([str(plain)])
+    assert not any("gradient weight" in t for t in titles(make_figure(group_variants(runs_plain), smooth=0)))
+
+    out = tmp_path / "out"
+    compare_runs([str(p) for p in paths], out)
+    s = json.loads((out / "summary.json").read_text(), parse_constant=_no_nan_tokens)
+    v = s["variants"][0]
+    assert v["base"]["filler|wrong"]["mean"] == pytest.approx(0.66) and v["final"]["filler|wrong"]["max"] == pytest.approx(0.9)
+    assert v["final"]["gw_incorrect_long_share"]["mean"] == pytest.approx(0.11)
+    md = (out / "summary.md").read_text()
+    assert "| P(filler\\|wrong) base -> final | P(filler\\|right) base -> final |" in md
+    assert "0.660 ± 0.000 [0.660, 0.660] -> 0.850 ± 0.071 [0.800, 0.900]" in md

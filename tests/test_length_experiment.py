@@ -64,3 +64,24 @@ def test_arm_smoke_runs_two_steps(name, tmp_path, rlvr_cache):
     assert [r["step"] for r in rows] == [1, 2]
     step0 = json.loads((out / "eval" / "step_0.json").read_text())
     assert "filler_given_incorrect" in step0  # the eval record carries conditional verbosity
+
+
+GW_KEYS = ("gw_incorrect_share", "gw_incorrect_short_share", "gw_incorrect_mid_share", "gw_incorrect_long_share",
+           "gw_len_corr_incorrect")
+
+
+def test_the_step_row_carries_the_length_bias_of_the_trained_batch(tmp_path, tiny_base):
+    """2 GRPO steps from builtin:tiny (pass@1 ~0.35: groups with right and wrong answers): every row has
+    the gw_* metrics, and where a batch had incorrect responses with gradient their terciles add up."""
+    recipe = load_recipe(arm("grpo"), ["model.name=builtin:tiny", "rollout.prompts_per_step=4", "rollout.group_size=4",
+                                       "rollout.max_new_tokens=32", "eval.n=2", "eval.num_prompts=2",
+                                       "steps=2"])
+    out = train_rl(recipe, tmp_path / "grpo")
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(set(GW_KEYS) <= set(r) for r in rows)
+    measured = [r for r in rows if r["gw_incorrect_share"] is not None]
+    assert measured, "no step had a group with both right and wrong answers"
+    for r in measured:
+        assert 0 < r["gw_incorrect_share"] <= 1
+        parts = r["gw_incorrect_short_share"] + r["gw_incorrect_mid_share"] + r["gw_incorrect_long_share"]
+        assert parts == pytest.approx(r["gw_incorrect_share"])

@@ -49,14 +49,24 @@ REMEDY_PANELS = [
         ("sampler/trainer mismatch |log-ratio|", [("mismatch_abs_mean", "-"), ("mismatch_abs_max", "--")], True),
     ]
 ]
+LENGTH_BIAS_PANELS = [
+    # drawn only when some run logged them: who gets how much gradient per token (rlvr_cli/algo/length_bias.py)
+    (title, [(key, style, label(key)) for key, style in lines], log)
+    for title, lines, log in [
+        ("per-token gradient weight on incorrect responses (share)",
+         [("gw_incorrect_short_share", "-"), ("gw_incorrect_long_share", "--"), ("gw_incorrect_share", ":")], False),
+        ("incorrect: corr(length, weight); truncation", [("gw_len_corr_incorrect", "-"), ("truncated_frac", "--")], False),
+    ]
+]
 BAND_ALPHA = 0.18
 
 
 def make_figure(variants: list[Variant], smooth: int = 5, band: str = "minmax") -> Figure:
-    """Build the figure (not saved): 6 per-step panels (8 when some run logged a remedy's statistics),
-    the pass@k panel and a legend panel."""
+    """Build the figure (not saved): 6 per-step panels (2 more when some run logged a remedy's statistics,
+    2 more when some run logged the length-bias metrics), the pass@k panel and a legend panel."""
     logged = lambda metrics: any(r.series(k) is not None for v in variants for r in v.runs for k, _, _ in metrics)  # noqa: E731
     panels = STEP_PANELS + (REMEDY_PANELS if any(logged(m) for _, m, _ in REMEDY_PANELS) else [])
+    panels += LENGTH_BIAS_PANELS if logged(LENGTH_BIAS_PANELS[0][1]) else []
     rows = len(panels) // 2 + 1
     fig = Figure(figsize=(13, 3.75 * rows), layout="constrained")
     FigureCanvasAgg(fig)

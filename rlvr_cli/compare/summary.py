@@ -13,13 +13,15 @@ summary.json, schema_version 1::
      "axes": [dotted recipe keys that differ between variants],
      "variants": [{"label": str, "axes": {key: value}, "runs": [path], "seeds": [int|null],
                    "last_steps": [int], "k": int|null,
-                   "final": {"accuracy"|"pass@1"|"pass@k"|"distinct_correct"|"len_mean"|"kl_mean"|"entropy": SPREAD},
-                   "base": {"pass@1": SPREAD, "pass@k": SPREAD},
+                   "final": {"accuracy"|"pass@1"|"pass@k"|"distinct_correct"|"len_mean"|"kl_mean"|"entropy"
+                             |LENGTH_FINALS|"filler|wrong"|"filler|right": SPREAD},
+                   "base": {"pass@1"|"pass@k"|"filler|wrong"|"filler|right": SPREAD},
                    "diagnosis": {MODE: {"detected": n, "possible": n, "none": n, "n/a": n,
                                         "onset_steps": [int]}}}],
      "runs": [{"path": str, "name": str, "variant": label, "seed": int|null, "status": str,
                "last_step": int, "eval_steps": [int], "warnings": [str],
-               "final": {"accuracy", "len_mean", "kl_mean", "entropy", "pass@1", "pass@k", "distinct_correct": number|null,
+               "final": {"accuracy", "len_mean", "kl_mean", "entropy", LENGTH_FINALS, "pass@1", "pass@k",
+                         "distinct_correct", "filler|wrong", "filler|right": number|null,
                          "k": int|null, "eval_step": int|null},
                "diagnosis": {MODE: {"status": "detected"|"possible"|"none"|"n/a",
                                     "onset_step": int|null, "message": str, "evidence": {name: number|null}}}}],
@@ -45,6 +47,12 @@ FINAL_STEPS = 10
 """Training metrics are reported as the median of the last 10 logged steps."""
 TRAIN_FINALS = ("accuracy", "len_mean", "kl_mean", "entropy")
 TABLE_COLUMNS = ("accuracy", "pass@1", "pass@k", "distinct_correct", "len_mean", "kl_mean", "entropy")
+LENGTH_FINALS = ("len_correct", "len_incorrect", "truncated_frac", "gw_incorrect_share", "gw_incorrect_short_share",
+                 "gw_incorrect_long_share", "gw_len_corr_incorrect")
+"""Further training finals for the length experiment (summary.json only; None for runs that did not log them)."""
+VERBOSITY = {"filler|wrong": "filler_given_incorrect", "filler|right": "filler_given_correct"}
+"""Conditional verbosity from the eval files (rlvr_cli/evaluation/core.py): P(filler | own answer wrong / right);
+summary.md shows base -> final columns when some run's eval files carry them."""
 RULES = {
     "kl_explosion": dg.kl_explosion,
     "entropy_collapse": dg.entropy_collapse,
@@ -70,7 +78,7 @@ THRESHOLDS = (
 def run_finals(run: Run, k: int | None = None) -> dict:
     """A run's final numbers (module rule); pass@k at ``k`` or at the largest k of its last eval."""
     out: dict = {}
-    for key in TRAIN_FINALS:
+    for key in TRAIN_FINALS + LENGTH_FINALS:
         s = run.series(key)
         out[key] = tail_level(s, FINAL_STEPS, run.nonfinite[key]) if s is not None else None
     later = [st for st in run.evals if st > 0]
@@ -80,6 +88,8 @@ def run_finals(run: Run, k: int | None = None) -> dict:
     out["k"] = (k if k is not None else max(last)) if last else None
     out["pass@k"] = last.get(out["k"]) if last else None
     out["distinct_correct"] = run.evals[max(later)].get("distinct_correct") if later else None
+    for name, key in VERBOSITY.items():
+        out[name] = run.evals[max(later)].get(key) if later else None
     return out
 
 
@@ -114,8 +124,10 @@ def build_summary(
                 "seeds": v.seeds,
                 "last_steps": [r.last_step for r in v.runs],
                 "k": k,
-                "final": {c: spread([f[c] for f in finals]) for c in TABLE_COLUMNS},
-                "base": {"pass@1": spread([b.get(1) for b in bases]), "pass@k": spread([b.get(k) for b in bases])},
+                "final": {c: spread([f[c] for f in finals]) for c in TABLE_COLUMNS + LENGTH_FINALS + tuple(VERBOSITY)},
+                "base": {"pass@1": spread([b.get(1) for b in bases]), "pass@k": spread([b.get(k) for b in bases]),
+                         **{name: spread([r.evals[0].get(key) for r in v.runs if 0 in r.evals])
+                            for name, key in VERBOSITY.items()}},
                 "diagnosis": {m: _count(verdicts[str(r.path)][m] for r in v.runs) for m in dg.MODES},
             }
         )
@@ -200,6 +212,9 @@ def _variant_table(summary: dict) -> list[str]:
         "entropy",
         "base pass@1 / pass@k",
     ]
+    verbose = any(v["base"].get(n, {}).get("n") or v["final"].get(n, {}).get("n") for v in summary["variants"] for n in VERBOSITY)
+    if verbose:
+        head += ["P(" + n.replace("|", "\\|") + ") base -> final" for n in VERBOSITY]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for v in summary["variants"]:
         f = v["final"]
@@ -221,6 +236,7 @@ def _variant_table(summary: dict) -> list[str]:
                     cell(f["entropy"]),
                     base,
                 ]
+                + ([f"{cell(v['base'][n])} -> {cell(f[n])}" for n in VERBOSITY] if verbose else [])
             )
             + " |"
         )
@@ -229,6 +245,8 @@ def _variant_table(summary: dict) -> list[str]:
         f"the median of each run's last {FINAL_STEPS} logged steps; pass@k and distinct correct (distinct "
         "correct responses per prompt) are from each run's last eval file; "
         "base is eval/step_0.json."
+        + (" P(filler|wrong) / P(filler|right): share of the eval samples with filler among the wrong / right "
+           "ones, in eval/step_0.json and in the last eval file." if verbose else "")
     )
     return rows + ["", note]
 

@@ -50,6 +50,7 @@ from rlvr_cli.algo.entropy_remedies import (
 )
 from rlvr_cli.algo.is_correction import ISCorrection, is_correction_weights
 from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
+from rlvr_cli.algo.length_bias import LengthBias, length_bias
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.algo.passk import pass_at_k
 from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
@@ -464,6 +465,9 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
         "batch_groups": len(groups),
         "train_passk": train_passk,
         **_mismatch_metrics(isc),
+        # the per-token gradient weight each trained response gets, by the true verifier's correctness
+        **length_bias(adv.cpu(), loss_mask.sum(dim=1).long().cpu(), [c for grp in groups for c in grp.correct],
+                      r.loss.aggregation, r.loss.length_constant).as_metrics(),
     })
     return step_row("rl", {**row, **_timing(rs, time_ref, time_update, t_step)}), groups, adv_all.tolist()
 
@@ -600,7 +604,7 @@ def _empty_step(session: Session) -> dict:
         schedule_step(session)
     return {**stats.metrics(), "reward_shaped_mean": None, "kl_mean": None, "kl_max": None, "kl_seq_mean": None,
             "adv_abs_mean": None, "zero_std_frac": None, "batch_groups": 0, "train_passk": None,
-            **_mismatch_metrics(None)}
+            **_mismatch_metrics(None), **LengthBias(None, None, None).as_metrics()}
 
 
 def _rollout_metrics(rs: RolloutStats, group_size: int) -> dict:
