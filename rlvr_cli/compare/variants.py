@@ -41,7 +41,7 @@ NEVER_IDENTIFYING = {
     "eval.pass_at_k",
     "eval.maj_at_k",
 }
-NEVER_IDENTIFYING_PREFIXES = ("checkpoint.",)
+NEVER_IDENTIFYING_PREFIXES = ("checkpoint.", "trackers.")
 
 
 @dataclass
