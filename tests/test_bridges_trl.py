@@ -136,3 +136,18 @@ def test_trl_run_reads_into_compare(trl_run, tmp_path, cli):
     summary = json.loads((tmp_path / "cmp" / "summary.json").read_text())
     assert len(summary["runs"]) == 1
     assert any("broken-trl" in s["path"] and "trainer_state.json" in s["reason"] for s in summary["skipped"])
+
+
+def test_remedies_carried_or_warned():
+    top = export_recipe(load_recipe("experiments/remedies/top_entropy"), "trl")
+    assert trl.GRPOConfig(**top.settings).top_entropy_quantile == 0.2
+    assert any(w.startswith("loss.top_entropy_quantile:") for w in top.warnings)
+    plain = export_recipe(load_recipe("grpo"), "trl").settings
+    assert plain["top_entropy_quantile"] == 1.0 and plain["vllm_importance_sampling_correction"] is False
+    tis = export_recipe(load_recipe("experiments/mismatch/token_truncate_tight"), "trl")
+    cfg = trl.GRPOConfig(**tis.settings)
+    assert cfg.vllm_importance_sampling_correction and cfg.vllm_importance_sampling_mode == "token_truncate"
+    assert cfg.vllm_importance_sampling_clip_max == 1.02
+    assert {w.split(":")[0] for w in tis.warnings} >= {"rollout.is_correction", "rollout.sample_autocast"}
+    for name, field in [("clip_cov", "loss.cov_penalty"), ("kl_cov", "loss.cov_penalty"), ("pkpo_k4", "advantage.passk")]:
+        assert any(w.startswith(f"{field}:") for w in export_recipe(load_recipe(f"experiments/remedies/{name}"), "trl").warnings)

@@ -128,3 +128,19 @@ def test_warnings_and_strict(cli, tmp_path):
     assert strict.code == 2
     exact = export_recipe(load_recipe("gspo", ["kl.track=false", "reward.truncated_is_incorrect=false"]), "verl")
     assert exact.warnings == []
+
+
+def test_remedies_carried_or_warned():
+    cc, problems = apply(override_lines("experiments/remedies/clip_cov"))
+    pl = cc.actor_rollout_ref.actor.policy_loss
+    assert problems == [] and pl.loss_mode == "clip_cov" and pl.clip_cov_ratio == 2e-4 and (pl.clip_cov_lb, pl.clip_cov_ub) == (1, 5)
+    kc, _ = apply(override_lines("experiments/remedies/kl_cov"))
+    pl = kc.actor_rollout_ref.actor.policy_loss
+    assert pl.loss_mode == "kl_cov" and pl.kl_cov_ratio == 2e-3 and pl.ppo_kl_coef == 1.0
+    sm, _ = apply(override_lines("experiments/mismatch/sequence_mask_tight"))
+    assert sm.algorithm.rollout_correction.rollout_is == "sequence"
+    assert sm.algorithm.rollout_correction.rollout_is_threshold == 1.05
+    warned = export_recipe(load_recipe("experiments/mismatch/sequence_mask_tight"), "verl").warnings
+    assert {w.split(":")[0] for w in warned} >= {"rollout.is_correction.mode", "rollout.sample_autocast"}
+    for name, field in [("top_entropy", "loss.top_entropy_quantile"), ("passk_adv", "advantage.passk")]:
+        assert any(w.startswith(f"{field}:") for w in export_recipe(load_recipe(f"experiments/remedies/{name}"), "verl").warnings)

@@ -72,7 +72,7 @@ def _objective(r, w: Warnings) -> dict:
         "epsilon": lo.clip.eps_low,
         "epsilon_high": lo.clip.eps_high,
         "delta": lo.clip.dual_clip,
-        "top_entropy_quantile": 1.0,
+        "top_entropy_quantile": lo.top_entropy_quantile if lo.top_entropy_quantile is not None else 1.0,
         "mask_truncated_completions": r.overlong.mask_truncated,
         "beta": kl.beta if kl.placement == "loss" else 0.0,
     }
@@ -96,6 +96,25 @@ def _objective(r, w: Warnings) -> dict:
         w.add("kl.placement", f"TRL has no KL in the reward; exported beta 0 (no KL at all) instead of r - {kl.beta:g} * sum k1")
     if kl.track and out["beta"] == 0:
         w.add("kl.track", "TRL measures KL only when beta > 0; the logs will have no KL")
+    return out
+
+
+def _remedies(r, w: Warnings) -> dict:
+    """The 2025 remedies (docs/remedies.md): what TRL carries, and a warning for each one it lacks."""
+    lo, ic = r.loss, r.rollout.is_correction
+    if lo.top_entropy_quantile is not None:
+        w.add("loss.top_entropy_quantile", "TRL takes the entropy threshold per forward micro-batch (gathered across ranks); rlvr over the whole minibatch")
+    if lo.cov_penalty is not None:
+        w.add("loss.cov_penalty", f"TRL has no Clip-Cov / KL-Cov; exported without `{lo.cov_penalty.type}`")
+    if r.advantage.passk is not None:
+        w.add("advantage.passk", f"TRL has no pass@k objective; exported the plain pass@1 advantage instead of `{r.advantage.passk.method}`")
+    if r.rollout.sample_autocast != "none":
+        w.add("rollout.sample_autocast", "TRL samples with vLLM or the training model in its own precision; there is no autocast-sampling option")
+    out = {"vllm_importance_sampling_correction": ic.mode != "none"}  # TRL's default is on (sequence_mask, cap 3)
+    if ic.mode != "none":
+        out.update({"vllm_importance_sampling_mode": ic.mode, "vllm_importance_sampling_clip_max": ic.cap,
+                    "vllm_importance_sampling_clip_min": ic.cap_low})
+        w.add("rollout.is_correction", "TRL applies its importance-sampling correction only when generating with vLLM (use_vllm=True)")
     return out
 
 
@@ -150,6 +169,7 @@ def export_trl(r) -> Export:
         "top_p": r.rollout.top_p,
         "top_k": r.rollout.top_k,
         **_objective(r, w),
+        **_remedies(r, w),
         **_schedule(r, w),
         "weight_decay": o.weight_decay,
         "adam_beta1": o.betas[0],

@@ -67,6 +67,40 @@ def _policy_loss(r, w: Warnings) -> dict:
     return out
 
 
+IS_MODES = {"token_truncate": "token", "sequence_truncate": "sequence", "token_mask": "token", "sequence_mask": "sequence"}
+
+
+def _remedies(r, w: Warnings) -> dict:
+    """The 2025 remedies (docs/remedies.md): verl's Clip-Cov / KL-Cov loss modes and rollout
+    correction, and a warning for each knob verl lacks or computes differently."""
+    lo, ic, out = r.loss, r.rollout.is_correction, {}
+    cp = lo.cov_penalty
+    if cp is not None and lo.ratio == "sequence":
+        w.add("loss.cov_penalty", "verl's policy_loss.loss_mode is either gspo or a covariance mode; exported gspo without the covariance remedy")
+    elif cp is not None and cp.type == "clip_cov":
+        out.update({f"{ACTOR}.policy_loss.loss_mode": "clip_cov", f"{ACTOR}.policy_loss.clip_cov_ratio": cp.clip_ratio,
+                    f"{ACTOR}.policy_loss.clip_cov_lb": cp.lb, f"{ACTOR}.policy_loss.clip_cov_ub": cp.ub})
+        w.add("loss.cov_penalty", "verl's Clip-Cov takes the covariance per micro-batch, candidates in the open interval (lb, ub), drawn from the global RNG; rlvr per minibatch, closed interval, keyed generator")
+    elif cp is not None:
+        out.update({f"{ACTOR}.policy_loss.loss_mode": "kl_cov", f"{ACTOR}.policy_loss.kl_cov_ratio": cp.kl_ratio,
+                    f"{ACTOR}.policy_loss.ppo_kl_coef": cp.coef})
+        w.add("loss.cov_penalty", "verl's KL-Cov drops PPO's clip for every token (loss -A * ratio) and takes the covariance per micro-batch; rlvr keeps loss.clip and takes it per minibatch")
+    if lo.top_entropy_quantile is not None:
+        w.add("loss.top_entropy_quantile", "verl has no top-entropy token mask; exported without it")
+    if r.advantage.passk is not None:
+        w.add("advantage.passk", f"verl has no pass@k objective; exported the plain GRPO advantage instead of `{r.advantage.passk.method}`")
+    if r.rollout.sample_autocast != "none":
+        w.add("rollout.sample_autocast", "verl samples with its rollout engine (vLLM / SGLang) in that engine's precision; there is no autocast-sampling option")
+    if ic.mode != "none":
+        out["algorithm.rollout_correction.rollout_is"] = IS_MODES[ic.mode]
+        out["algorithm.rollout_correction.rollout_is_threshold"] = ic.cap
+        if ic.mode.endswith("_mask"):
+            w.add("rollout.is_correction.mode", f"verl masks through rejection sampling (rollout_rs), which also drops the token from the denominator; exported truncation at {ic.cap:g} instead of `{ic.mode}`")
+        if ic.cap_low is not None:
+            w.add("rollout.is_correction.cap_low", "verl's rollout_is truncates from above only")
+    return out
+
+
 def _kl(r, w: Warnings) -> dict:
     kl = r.kl
     in_loss = kl.placement == "loss" and kl.beta > 0
@@ -177,6 +211,7 @@ def export_verl(r) -> Export:
         **_batch(r, w),
         **_advantage(r, w),
         **_policy_loss(r, w),
+        **_remedies(r, w),
         **_kl(r, w),
         **_optim(r, w),
         **_shaping(r, w),
