@@ -33,8 +33,13 @@ def compare(
         "--label-by",
         help=(
             "Label variants by these recipe keys (comma-separated, e.g. kl.placement,clip.eps_high), "
-            "or by 'name' (recipe name) or 'dir'. Default: the recipe axes that differ between variants."
+            "or by 'name' (recipe name) or 'dir', or 'changed' (only the axes where a variant differs from "
+            "the most common value: one-axis ablations against a control). Default: the recipe axes that "
+            "differ between variants."
         ),
+    ),
+    tensorboard: str | None = typer.Option(
+        None, "--tensorboard", help="Also write every run's metrics as TensorBoard event files under this directory."
     ),
 ) -> None:
     """Compare runs: group seeds into variants, plot them side by side, diagnose failure modes.
@@ -44,6 +49,11 @@ def compare(
     from rlvr_cli.compare import compare_runs
 
     result = compare_runs(runs, Path(out), smooth=smooth, band=band, label_by=label_by)
+    if tensorboard is not None:
+        from rlvr_cli.trackers import write_tensorboard
+
+        dirs = write_tensorboard([r for v in result.variants for r in v.runs], tensorboard)
+        console.print(f"tensorboard: {len(dirs)} run(s) in {tensorboard} (tensorboard --logdir {tensorboard})", highlight=False)
     summary = result.summary
     table = Table(title=f"rlvr compare: {len(summary['runs'])} run(s), {len(summary['variants'])} variant(s)")
     table.add_column("variant", overflow="fold", ratio=3)

@@ -62,12 +62,14 @@ def train(
     Example: rlvr train recipes/dr_grpo.yaml --set optim.lr=3e-4 --seed 1
     """
     from rlvr_cli.train.session import default_run_dir
+    from rlvr_cli.trackers import check_trackers
 
     overrides = list(set_) + ([f"seed={seed}"] if seed is not None else [])
     r = load_recipe(recipe, overrides)
     from rlvr_cli.warm_start import ensure_built
 
     ensure_built(r.model.name, r.model.reference)
+    check_trackers(r.trackers)  # a missing tracker package is exit 2 before any work
     run_dir = Path(out) if out else default_run_dir(r, seed)
     if r.algorithm == "sft":
         from rlvr_cli.train.sft import train_sft

@@ -129,9 +129,13 @@ def load_run(path: str | Path) -> Run:
 
 
 def load_runs(paths: list[str]) -> tuple[list[Run], list[Skipped]]:
-    """Expand and read every run; unreadable ones come back as :class:`Skipped` with the reason."""
-    dirs, skipped = expand_run_dirs(paths)
-    runs = []
+    """Expand and read every run; unreadable ones come back as :class:`Skipped` with the reason.
+    TRL output directories and verl JSONL logs are read by :mod:`rlvr_cli.bridges.import_logs`."""
+    from rlvr_cli.bridges.import_logs import split_foreign
+
+    paths, runs, skipped = split_foreign(paths)
+    dirs, more = expand_run_dirs(paths)
+    skipped += more
     for d in dirs:
         try:
             runs.append(load_run(d))

@@ -78,11 +78,11 @@ def markdown_table() -> str:
 START, END = "<!-- FIELDS:START -->", "<!-- FIELDS:END -->"
 
 
-def update_readme(path: str = "README.md") -> bool:
-    """Rewrite the field table between the README's markers; True when it changed."""
+def update_readme(path: str = "README.md", start: str = START, end: str = END, body: str | None = None) -> bool:
+    """Rewrite the field table (or ``body``) between the README's markers; True when it changed."""
     from rlvr_cli.io import rewrite_between_markers
 
-    return rewrite_between_markers(path, START, END, markdown_table())
+    return rewrite_between_markers(path, start, end, markdown_table() if body is None else body)
 
 
 if __name__ == "__main__":  # python -m rlvr_cli.recipe.docs README.md

@@ -11,7 +11,7 @@ The allowed values of the algorithm axes are the ``Literal`` aliases below; the 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -22,7 +22,7 @@ RatioLevel = Literal["token", "sequence"]
 Aggregation = Literal["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"]
 KLPlacement = Literal["loss", "reward", "none"]
 KLEstimator = Literal["k1", "k2", "k3"]
-VerifierName = Literal["task", "integer", "math", "countdown", "code"]
+VerifierName = Literal["task", "integer", "math", "countdown", "code", "reasoning_gym"]
 Schedule = Literal["constant", "linear", "cosine"]
 ISMode = Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
 PassKMethod = Literal["pkpo", "analytic"]
@@ -154,7 +154,30 @@ class DatasetTaskSpec(Strict):
         return self
 
 
-TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec], Field(discriminator="name")]
+class ReasoningGymTaskSpec(Strict):
+    """A procedural generator of reasoning-gym, scored by its own scorer in the verifier pool (extra `reasoning-gym`; rlvr_cli/tasks/reasoning_gym.py)."""
+
+    name: Literal["reasoning_gym"] = "reasoning_gym"
+    """Task kind."""
+    dataset: str
+    """reasoning-gym generator name, e.g. `countdown`, `basic_arithmetic`, `gsm_symbolic`, `chain_sum`."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the generator (its own configuration fields, e.g. `min_numbers: 3`)."""
+    num_eval: int = Field(256, ge=1, le=100_000)
+    """Size of the held-out set (items 0..num_eval-1 of the generator seeded with split_seed)."""
+    num_train: int = Field(10_000, ge=1, le=10_000_000)
+    """Size of the training pool (a second generator seeded with split_seed + 1; held-out questions are skipped)."""
+    split_seed: int = 1234
+    """Seed of the held-out generator (shared by every run so evaluations line up)."""
+    prompt_template: str = "{question}\nGive your final answer inside <answer></answer> tags.\n"
+    """Python format string over `question`; the verifier reads the last <answer>...</answer>."""
+    chat_template: bool = False
+    """Wrap the prompt in the tokenizer's chat template (instruction-tuned models)."""
+    correct_threshold: float = Field(1.0, gt=0, le=1)
+    """A response is `correct` when the generator's score is at least this (its scorers give partial credit)."""
+
+
+TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec, ReasoningGymTaskSpec], Field(discriminator="name")]
 
 
 # --- rollout -------------------------------------------------------------------------------------
@@ -487,6 +510,19 @@ class CheckpointSpec(Strict):
     """Keep only the newest N checkpoints (null = keep all)."""
 
 
+class TrackersSpec(Strict):
+    """Optional sinks beside metrics.jsonl, which stays the source of truth (rlvr_cli/trackers.py)."""
+
+    tensorboard: bool = False
+    """TensorBoard event files in RUN_DIR/tensorboard (extra `tensorboard`); view with `tensorboard --logdir runs/`."""
+    wandb: bool = False
+    """Weights & Biases in offline mode under RUN_DIR/wandb (extra `wandb`); upload later with `wandb sync`."""
+    trackio: bool = False
+    """trackio's local store (TRACKIO_DIR, default ~/.cache/huggingface/trackio; extra `trackio`); view with `trackio show`."""
+    project: str = "rlvr"
+    """Project name in W&B and trackio (the run is named after its run directory)."""
+
+
 # --- the recipe ----------------------------------------------------------------------------------
 class Recipe(Strict):
     """A fully resolved recipe: what `rlvr recipes show` prints and every run saves."""
@@ -520,6 +556,7 @@ class Recipe(Strict):
     sft: SFTSpec = Field(default_factory=SFTSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    trackers: TrackersSpec = Field(default_factory=TrackersSpec)
 
     @model_validator(mode="after")
     def _resolve_and_cross_check(self):

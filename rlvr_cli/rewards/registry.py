@@ -13,10 +13,10 @@ from __future__ import annotations
 import inspect
 from functools import cache
 
-from rlvr_cli.rewards import code_tests, countdown, integer, math_answer
+from rlvr_cli.rewards import code_tests, countdown, integer, math_answer, reasoning_gym
 from rlvr_cli.rewards.outcome import Outcome
 
-VERIFIERS = {"integer": integer, "math": math_answer, "countdown": countdown, "code": code_tests}
+VERIFIERS = {"integer": integer, "math": math_answer, "countdown": countdown, "code": code_tests, "reasoning_gym": reasoning_gym}
 
 
 def get_verifier(name: str):

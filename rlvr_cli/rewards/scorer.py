@@ -122,7 +122,7 @@ class Scorer:
         if self._pool is None:
             used = {self._verifier_name(t) for t in self.spec.terms if t.type in ("task", "math", "code", "incorrect")}
             used.add(self.true_verifier)
-            preload = tuple(sorted(used & {"math", "code"}))
+            preload = tuple(sorted(used & {"math", "code", "reasoning_gym"}))
             code_warm = {"isolation": self.spec.code.isolation, "python": self.spec.code.python}
             self._pool = VerifierPool(self.spec.workers, self.spec.worker_memory_mb, preload, code_warm)
         return self._pool

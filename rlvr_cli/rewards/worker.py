@@ -84,6 +84,10 @@ def main(argv: list[str] | None = None) -> None:
             from rlvr_cli.rewards import code_tests
 
             code_tests.warm_up(**json.loads(args.code_options))
+        elif name == "reasoning_gym":
+            from rlvr_cli.rewards import reasoning_gym
+
+            reasoning_gym.warm_up()
     send({"ready": True})
     for line in sys.stdin:
         if not line.strip():

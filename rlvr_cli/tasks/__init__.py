@@ -27,6 +27,10 @@ def build_task(spec) -> Task:
         from rlvr_cli.tasks.countdown import CountdownTask
 
         return CountdownTask(spec)
+    if spec.name == "reasoning_gym":
+        from rlvr_cli.tasks.reasoning_gym import ReasoningGymTask
+
+        return ReasoningGymTask(spec)
     from rlvr_cli.tasks.dataset import DatasetTask
 
     return DatasetTask(spec)

@@ -29,6 +29,7 @@ from rlvr_cli import __version__
 from rlvr_cli.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rlvr_cli.errors import UserError
 from rlvr_cli.models import list_checkpoints, quiet_transformers
+from rlvr_cli.trackers import close_trackers, log_to_trackers
 
 
 def _now() -> str:
@@ -102,6 +103,7 @@ class RunDir:
         data["updated"] = _now()
         if status in ("finished", "failed"):
             data["ended"] = _now()
+            close_trackers(self.root)
         atomic_write_json(self.root / "run.json", data)
 
     # --- metrics -----------------------------------------------------------------------------------
@@ -113,6 +115,7 @@ class RunDir:
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
+        log_to_trackers(self.root, row)  # the recipe's optional sinks (rlvr_cli/trackers.py)
 
     def read_metrics(self) -> list[dict]:
         """Complete, parseable metric lines (a half-written trailing line is ignored)."""

@@ -1,0 +1,47 @@
+"""Bridges to other RL frameworks: carry a recipe to TRL or verl, bring their logs back.
+
+``export_recipe(recipe, "trl" | "verl")`` returns an :class:`Export`: the target's settings plus one
+warning line per rlvr knob the target cannot carry exactly (naming the rlvr field and what the target
+does instead). Names and defaults on the target side were read from TRL 1.16.0
+(``trl/trainer/grpo_config.py``, ``grpo_trainer.py``) and verl 0.9.1
+(``verl/trainer/config/_generated_ppo_trainer.yaml``, ``verl/trainer/ppo/core_algos.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TARGETS = ("trl", "verl")
+
+
+@dataclass
+class Export:
+    target: str
+    settings: dict
+    """TRL: the ``GRPOConfig`` keyword arguments. verl: Hydra overrides, dotted key -> value."""
+    warnings: list[str] = field(default_factory=list)
+    """One line per knob that is not carried exactly: ``rlvr.field: what the target does instead``."""
+    notes: list[str] = field(default_factory=list)
+    """What the user must still do (model path, reward function): not a loss of fidelity."""
+
+
+class Warnings(list):
+    """Collects ``field: message`` lines."""
+
+    def add(self, field_name: str, message: str) -> None:
+        self.append(f"{field_name}: {message}")
+
+
+def export_recipe(recipe, target: str) -> Export:
+    """Translate a resolved RL recipe to ``target`` (``trl`` or ``verl``)."""
+    if target == "trl":
+        from rlvr_cli.bridges.export_trl import export_trl
+
+        return export_trl(recipe)
+    if target == "verl":
+        from rlvr_cli.bridges.export_verl import export_verl
+
+        return export_verl(recipe)
+    from rlvr_cli.errors import UserError
+
+    raise UserError(f"--to {target}: unknown target (choose from {', '.join(TARGETS)})")

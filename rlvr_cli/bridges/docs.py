@@ -1,0 +1,45 @@
+"""The README's list of export warnings of every shipped RL preset, generated from the exporters
+(``python -m rlvr_cli.bridges.docs README.md``; tests/test_bridges_docs.py checks it is current)."""
+
+from __future__ import annotations
+
+START, END = "<!-- EXPORT-WARNINGS:START -->", "<!-- EXPORT-WARNINGS:END -->"
+
+
+def warnings_by_preset() -> dict[str, dict[str, list[str]]]:
+    """{target: {warning line: [presets that get it]}} for every shipped RL preset."""
+    from rlvr_cli.bridges import TARGETS, export_recipe
+    from rlvr_cli.recipe.load import list_shipped, load_recipe
+
+    out: dict[str, dict[str, list[str]]] = {t: {} for t in TARGETS}
+    for name, path in list_shipped():
+        r = load_recipe(str(path))
+        if r.algorithm != "rl":
+            continue
+        for target in TARGETS:
+            for w in export_recipe(r, target).warnings:
+                out[target].setdefault(w, []).append(name)
+    return out
+
+
+def markdown() -> str:
+    lines = []
+    for target, table in warnings_by_preset().items():
+        lines += [f"**{target}** ({len(table)} distinct warnings)", "", "| warning | shipped presets that get it |", "|---|---|"]
+        for w, presets in table.items():
+            cell = ", ".join(f"`{p}`" for p in presets)
+            lines.append(f"| `{w.split(': ', 1)[0]}`: {w.split(': ', 1)[1].replace('|', chr(92) + '|')} | {cell} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def update_readme(path: str = "README.md") -> bool:
+    from rlvr_cli.recipe import docs
+
+    return docs.update_readme(path, START, END, markdown())
+
+
+if __name__ == "__main__":  # python -m rlvr_cli.bridges.docs README.md
+    import sys
+
+    print("updated" if update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md") else "up to date")

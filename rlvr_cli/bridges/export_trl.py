@@ -1,0 +1,190 @@
+"""A recipe as the keyword arguments of TRL's ``GRPOConfig`` (names and behaviour of TRL 1.16.0).
+
+How rlvr's batch maps onto TRL's: an rlvr step samples P prompts x G responses once and makes
+mu * M optimiser updates on it (M minibatches, each accumulated over ``micro_batches`` chunks). TRL
+generates ``generation_batch_size = per_device_train_batch_size * steps_per_generation`` completions
+at once, makes one optimiser update every ``gradient_accumulation_steps`` micro-steps and reuses the
+batch ``num_iterations`` times. So ``per_device_train_batch_size = P*G / (M * micro)``,
+``gradient_accumulation_steps = micro``, ``steps_per_generation = M * micro``, ``num_iterations = mu``,
+and TRL's ``max_steps`` (optimiser updates) is ``steps * M * mu``.
+
+The reward is not part of the config: :mod:`rlvr_cli.bridges.trl_reward` builds the dataset and the
+reward function (the recipe's terms, its verifiers, DAPO's soft overlong punishment) for the trainer.
+"""
+
+from __future__ import annotations
+
+from rlvr_cli.bridges import Export, Warnings
+
+TRL_STD_EPS = 1e-4
+"""TRL adds 1e-4 to the std before dividing (grpo_trainer.py, fixed)."""
+
+LOSS_TYPES = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
+SCALE_REWARDS = {"group_std": "group", "batch_std": "batch", "none": "none"}
+
+
+def _batch_layout(r, w: Warnings) -> dict:
+    p, g = r.rollout.prompts_per_step, r.rollout.group_size
+    m, micro = r.optim.minibatches, r.optim.micro_batches
+    total = p * g
+    if total % (m * micro) != 0:
+        if total % m == 0:
+            w.add("optim.micro_batches", f"{total} responses do not split into {m}x{micro} chunks; exported without accumulation (same gradient, more memory)")
+            micro = 1
+        else:
+            w.add("optim.minibatches", f"{total} responses do not split into {m} equal minibatches; TRL needs equal ones, exported one minibatch of {total}")
+            m, micro = 1, 1
+    return {
+        "per_device_train_batch_size": total // (m * micro),
+        "gradient_accumulation_steps": micro,
+        "steps_per_generation": m * micro,
+        "num_generations": g,
+        "num_iterations": r.optim.mu,
+        "max_steps": r.steps * m * r.optim.mu,
+        "_updates_per_step": m * r.optim.mu,
+        "_minibatches": m,
+    }
+
+
+def _schedule(r, w: Warnings) -> dict:
+    o = r.optim
+    out: dict = {"learning_rate": o.lr, "warmup_steps": o.warmup_steps}
+    if o.schedule == "constant":
+        out["lr_scheduler_type"] = "constant_with_warmup" if o.warmup_steps else "constant"
+    elif o.schedule == "cosine" and o.min_lr_ratio > 0:
+        out["lr_scheduler_type"] = "cosine_with_min_lr"
+        out["lr_scheduler_kwargs"] = {"min_lr_rate": o.min_lr_ratio}
+    else:
+        out["lr_scheduler_type"] = o.schedule
+        if o.min_lr_ratio > 0:
+            w.add("optim.min_lr_ratio", f"TRL's `linear` schedule decays to 0, not to {o.min_lr_ratio} * lr")
+    if o.warmup_steps:
+        w.add("optim.warmup_steps", "transformers' warm-up gives update t the factor t/W (0 at the first update); rlvr gives (t+1)/W")
+    return out
+
+
+def _objective(r, w: Warnings) -> dict:
+    a, lo, kl = r.advantage, r.loss, r.kl
+    out = {
+        "scale_rewards": SCALE_REWARDS[a.scale],
+        "loss_type": LOSS_TYPES[lo.aggregation],
+        "importance_sampling_level": lo.ratio,
+        "epsilon": lo.clip.eps_low,
+        "epsilon_high": lo.clip.eps_high,
+        "delta": lo.clip.dual_clip,
+        "top_entropy_quantile": lo.top_entropy_quantile if lo.top_entropy_quantile is not None else 1.0,
+        "mask_truncated_completions": r.overlong.mask_truncated,
+        "beta": kl.beta if kl.placement == "loss" else 0.0,
+    }
+    if lo.entropy_coef:
+        out["entropy_coef"] = lo.entropy_coef  # a GRPOConfig field since TRL 1.x; left out at 0 for older TRL
+    if a.baseline != "group_mean":
+        w.add("advantage.baseline", f"TRL's GRPO always subtracts the group mean; `{a.baseline}` is not available (leave-one-out is G/(G-1) times the group-mean advantage)")
+    if a.scale != "none" and a.eps != TRL_STD_EPS:
+        w.add("advantage.eps", f"TRL adds {TRL_STD_EPS:g} to the std (fixed), rlvr {a.eps:g}")
+    if lo.aggregation == "seq_mean_token_sum_norm" and lo.length_constant != r.rollout.max_new_tokens:
+        w.add("loss.length_constant", f"TRL's dr_grpo divides by max_completion_length ({r.rollout.max_new_tokens}), not {lo.length_constant}")
+    if lo.aggregation == "token_mean" and r.optim.minibatches > 1:
+        w.add("loss.aggregation", "TRL's dapo divides each update by the generation batch's average tokens per update; rlvr by the minibatch's own token count")
+    if lo.clip.dual_clip is not None and lo.clip.dual_clip < 1 + lo.clip.eps_high:
+        w.add("loss.clip.dual_clip", f"TRL's delta caps the ratio for every token; below 1 + eps_high ({1 + lo.clip.eps_high:g}) it also cuts positive-advantage tokens, rlvr's cap acts on A < 0 only")
+    if lo.entropy_coef and lo.aggregation != "token_mean":
+        w.add("loss.entropy_coef", "TRL's entropy bonus is always the token mean; rlvr aggregates it like the policy loss")
+    if kl.placement == "loss" and kl.beta > 0 and kl.estimator != "k3":
+        w.add("kl.estimator", f"TRL's KL term is always k3; `{kl.estimator}` is not available")
+    if kl.placement == "reward" and kl.beta > 0:
+        w.add("kl.placement", f"TRL has no KL in the reward; exported beta 0 (no KL at all) instead of r - {kl.beta:g} * sum k1")
+    if kl.track and out["beta"] == 0:
+        w.add("kl.track", "TRL measures KL only when beta > 0; the logs will have no KL")
+    return out
+
+
+def _remedies(r, w: Warnings) -> dict:
+    """The 2025 remedies (docs/remedies.md): what TRL carries, and a warning for each one it lacks."""
+    lo, ic = r.loss, r.rollout.is_correction
+    if lo.top_entropy_quantile is not None:
+        w.add("loss.top_entropy_quantile", "TRL takes the entropy threshold per forward micro-batch (gathered across ranks); rlvr over the whole minibatch")
+    if lo.cov_penalty is not None:
+        w.add("loss.cov_penalty", f"TRL has no Clip-Cov / KL-Cov; exported without `{lo.cov_penalty.type}`")
+    if r.advantage.passk is not None:
+        w.add("advantage.passk", f"TRL has no pass@k objective; exported the plain pass@1 advantage instead of `{r.advantage.passk.method}`")
+    if r.rollout.sample_autocast != "none":
+        w.add("rollout.sample_autocast", "TRL samples with vLLM or the training model in its own precision; there is no autocast-sampling option")
+    out = {"vllm_importance_sampling_correction": ic.mode != "none"}  # TRL's default is on (sequence_mask, cap 3)
+    if ic.mode != "none":
+        out.update({"vllm_importance_sampling_mode": ic.mode, "vllm_importance_sampling_clip_max": ic.cap,
+                    "vllm_importance_sampling_clip_min": ic.cap_low})
+        w.add("rollout.is_correction", "TRL applies its importance-sampling correction only when generating with vLLM (use_vllm=True)")
+    return out
+
+
+def _reference(r, w: Warnings, layout: dict) -> dict:
+    kl = r.kl
+    if r.model.reference not in (None, r.model.name):
+        w.add("model.reference", "TRL's reference model is always the initial policy")
+    if not kl.ref_reset_every:
+        return {}
+    w.add("kl.ref_reset_every", "TRL's sync_ref_model copies the policy into the reference (alpha 1) but keeps the optimiser state; rlvr also resets it")
+    return {
+        "sync_ref_model": True,
+        "ref_model_mixup_alpha": 1.0,
+        "ref_model_sync_steps": kl.ref_reset_every * layout["_updates_per_step"],
+    }
+
+
+def _rest(r, w: Warnings) -> list[str]:
+    notes = []
+    if r.dynamic_sampling.enabled:
+        w.add("dynamic_sampling.enabled", "TRL has no dynamic sampling: all-correct and all-wrong groups stay in the batch with zero advantage")
+    if any(t.type == "random" for t in r.reward.terms):
+        w.add("reward.terms.random", "the random reward draws from TRL's global step (optimiser updates), so its values differ from rlvr's run")
+    if r.rollout.old_logprobs == "sampler":
+        w.add("rollout.old_logprobs", "TRL recomputes the behaviour log-probs with a forward pass (its sampler's are not used)")
+    if r.overlong.soft_punish is not None:
+        notes.append("overlong.soft_punish: TRL has none; rlvr's reward function (trl_reward.RlvrReward) adds it, so use that reward")
+    notes.append("eval.*: TRL does not compute pass@k; run `rlvr eval` on TRL's checkpoints (output_dir/checkpoint-N)")
+    notes.append("reward and dataset: GRPOTrainer(args=GRPOConfig(**grpo_config), **rlvr_cli.bridges.trl_reward.trainer_inputs(rlvr_recipe))")
+    return notes
+
+
+def _precision(r, notes: list[str]) -> dict:
+    dtype = r.model.dtype
+    if dtype == "auto":
+        notes.append("model.dtype auto: exported bf16=False (float32, rlvr's choice on CPU); on a GPU set bf16=True (rlvr's auto there: float32 weights, bf16 autocast)")
+    return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16", "use_cpu": r.device == "cpu"}
+
+
+def export_trl(r) -> Export:
+    """``GRPOConfig`` keyword arguments for an RL recipe, with the warnings."""
+    w = Warnings()
+    notes: list[str] = []
+    layout = _batch_layout(r, w)
+    o = r.optim
+    settings = {
+        "output_dir": f"{r.output_dir}/{r.name or 'rlvr'}-trl",
+        "seed": r.seed,
+        **{k: v for k, v in layout.items() if not k.startswith("_")},
+        "max_completion_length": r.rollout.max_new_tokens,
+        "temperature": r.rollout.temperature,
+        "top_p": r.rollout.top_p,
+        "top_k": r.rollout.top_k,
+        **_objective(r, w),
+        **_remedies(r, w),
+        **_schedule(r, w),
+        "weight_decay": o.weight_decay,
+        "adam_beta1": o.betas[0],
+        "adam_beta2": o.betas[1],
+        "adam_epsilon": o.adam_eps,
+        "max_grad_norm": o.grad_clip if o.grad_clip is not None else 0.0,
+        **_reference(r, w, layout),
+        **_precision(r, notes),
+        "gradient_checkpointing": False,
+        "logging_steps": layout["_updates_per_step"],
+        "save_strategy": "steps" if r.checkpoint.every else "no",
+        "save_steps": max(1, r.checkpoint.every) * layout["_updates_per_step"],
+        "report_to": "none",
+    }
+    if r.checkpoint.keep_last:
+        settings["save_total_limit"] = r.checkpoint.keep_last
+    notes += _rest(r, w)
+    return Export("trl", settings, list(w), notes)

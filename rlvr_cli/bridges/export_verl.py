@@ -1,0 +1,242 @@
+"""A recipe as Hydra overrides of verl's PPO trainer (names and behaviour of verl 0.9.1).
+
+Keys are dotted paths into ``verl/trainer/config/ppo_trainer.yaml``; a key that starts with ``+`` is
+not in verl's schema and is added (Hydra's syntax), as verl's DAPO example does for
+``reward.reward_kwargs``. verl counts ``data.train_batch_size`` and ``ppo_mini_batch_size`` in
+prompts (each with ``rollout.n`` responses); ``ppo_epochs`` is rlvr's mu.
+"""
+
+from __future__ import annotations
+
+from rlvr_cli.bridges import Export, Warnings
+
+VERL_STD_EPS = 1e-6
+"""verl's compute_grpo_outcome_advantage default epsilon (not exposed in the config)."""
+VERL_DUAL_CLIP_DEFAULT = 3.0
+NO_DUAL_CLIP = 1.0e9
+"""clip_ratio_c that never binds in practice: verl has no switch to turn dual-clip off."""
+
+AGG_MODES = {
+    "seq_mean_token_mean": "seq-mean-token-mean",
+    "token_mean": "token-mean",
+    "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
+}
+KL_LOSS_TYPES = {"k1": "k1", "k2": "k2", "k3": "low_var_kl"}
+
+ACTOR = "actor_rollout_ref.actor"
+ROLLOUT = "actor_rollout_ref.rollout"
+
+
+def _advantage(r, w: Warnings) -> dict:
+    a = r.advantage
+    out = {"algorithm.adv_estimator": "grpo", "algorithm.norm_adv_by_std_in_grpo": a.scale == "group_std"}
+    if a.baseline == "leave_one_out":
+        out["algorithm.adv_estimator"] = "rloo"
+        if a.scale != "none":
+            w.add("advantage.scale", "verl's rloo never divides by a std")
+    elif a.baseline == "none":
+        w.add("advantage.baseline", "verl's grpo always subtracts the group mean; `none` is not available")
+    if a.scale == "batch_std":
+        out["algorithm.adv_estimator"] = "reinforce_plus_plus_baseline"
+        w.add("advantage.scale", "verl has no batch-std GRPO; reinforce_plus_plus_baseline whitens the group-mean advantages over the batch's tokens (it also subtracts their mean)")
+    if a.scale == "group_std" and a.eps != VERL_STD_EPS:
+        w.add("advantage.eps", f"verl adds {VERL_STD_EPS:g} to the std (not configurable), rlvr {a.eps:g}")
+    return out
+
+
+def _policy_loss(r, w: Warnings) -> dict:
+    lo = r.loss
+    out = {
+        f"{ACTOR}.policy_loss.loss_mode": "gspo" if lo.ratio == "sequence" else "vanilla",
+        f"{ACTOR}.loss_agg_mode": AGG_MODES[lo.aggregation],
+        f"{ACTOR}.clip_ratio": lo.clip.eps_low,
+        f"{ACTOR}.clip_ratio_low": lo.clip.eps_low,
+        f"{ACTOR}.clip_ratio_high": lo.clip.eps_high,
+        f"{ACTOR}.entropy_coeff": lo.entropy_coef,
+    }
+    if lo.aggregation == "seq_mean_token_sum_norm":
+        # verl's default divisor is the padded width of the micro batch; rlvr's L is a constant
+        out[f"{ACTOR}.loss_scale_factor"] = lo.length_constant
+    if lo.ratio == "sequence":
+        if lo.clip.dual_clip is not None:
+            w.add("loss.clip.dual_clip", "verl's gspo loss has no dual clip")
+    else:
+        out[f"{ACTOR}.clip_ratio_c"] = lo.clip.dual_clip if lo.clip.dual_clip is not None else NO_DUAL_CLIP
+        if lo.clip.dual_clip is None:
+            w.add("loss.clip.dual_clip", f"verl always applies dual clip (default c = {VERL_DUAL_CLIP_DEFAULT:g}); exported clip_ratio_c = {NO_DUAL_CLIP:g} so it practically never binds")
+    return out
+
+
+IS_MODES = {"token_truncate": "token", "sequence_truncate": "sequence", "token_mask": "token", "sequence_mask": "sequence"}
+
+
+def _remedies(r, w: Warnings) -> dict:
+    """The 2025 remedies (docs/remedies.md): verl's Clip-Cov / KL-Cov loss modes and rollout
+    correction, and a warning for each knob verl lacks or computes differently."""
+    lo, ic, out = r.loss, r.rollout.is_correction, {}
+    cp = lo.cov_penalty
+    if cp is not None and lo.ratio == "sequence":
+        w.add("loss.cov_penalty", "verl's policy_loss.loss_mode is either gspo or a covariance mode; exported gspo without the covariance remedy")
+    elif cp is not None and cp.type == "clip_cov":
+        out.update({f"{ACTOR}.policy_loss.loss_mode": "clip_cov", f"{ACTOR}.policy_loss.clip_cov_ratio": cp.clip_ratio,
+                    f"{ACTOR}.policy_loss.clip_cov_lb": cp.lb, f"{ACTOR}.policy_loss.clip_cov_ub": cp.ub})
+        w.add("loss.cov_penalty", "verl's Clip-Cov takes the covariance per micro-batch, candidates in the open interval (lb, ub), drawn from the global RNG; rlvr per minibatch, closed interval, keyed generator")
+    elif cp is not None:
+        out.update({f"{ACTOR}.policy_loss.loss_mode": "kl_cov", f"{ACTOR}.policy_loss.kl_cov_ratio": cp.kl_ratio,
+                    f"{ACTOR}.policy_loss.ppo_kl_coef": cp.coef})
+        w.add("loss.cov_penalty", "verl's KL-Cov drops PPO's clip for every token (loss -A * ratio) and takes the covariance per micro-batch; rlvr keeps loss.clip and takes it per minibatch")
+    if lo.top_entropy_quantile is not None:
+        w.add("loss.top_entropy_quantile", "verl has no top-entropy token mask; exported without it")
+    if r.advantage.passk is not None:
+        w.add("advantage.passk", f"verl has no pass@k objective; exported the plain GRPO advantage instead of `{r.advantage.passk.method}`")
+    if r.rollout.sample_autocast != "none":
+        w.add("rollout.sample_autocast", "verl samples with its rollout engine (vLLM / SGLang) in that engine's precision; there is no autocast-sampling option")
+    if ic.mode != "none":
+        out["algorithm.rollout_correction.rollout_is"] = IS_MODES[ic.mode]
+        out["algorithm.rollout_correction.rollout_is_threshold"] = ic.cap
+        if ic.mode.endswith("_mask"):
+            w.add("rollout.is_correction.mode", f"verl masks through rejection sampling (rollout_rs), which also drops the token from the denominator; exported truncation at {ic.cap:g} instead of `{ic.mode}`")
+        if ic.cap_low is not None:
+            w.add("rollout.is_correction.cap_low", "verl's rollout_is truncates from above only")
+    return out
+
+
+def _kl(r, w: Warnings) -> dict:
+    kl = r.kl
+    in_loss = kl.placement == "loss" and kl.beta > 0
+    in_reward = kl.placement == "reward" and kl.beta > 0
+    out = {f"{ACTOR}.use_kl_loss": in_loss, "algorithm.use_kl_in_reward": in_reward}
+    if in_loss:
+        out[f"{ACTOR}.kl_loss_coef"] = kl.beta
+        out[f"{ACTOR}.kl_loss_type"] = KL_LOSS_TYPES[kl.estimator]
+        if kl.estimator == "k3":
+            w.add("kl.estimator", "verl clamps low_var_kl (k3) to [-10, 10] per token; rlvr does not")
+    if in_reward:
+        # rlvr's reward placement is always r - beta * sum_t k1_t with the behaviour log-probs, as verl's
+        out["algorithm.kl_penalty"] = "kl"
+        out["algorithm.kl_ctrl.type"] = "fixed"
+        out["algorithm.kl_ctrl.kl_coef"] = kl.beta
+    if kl.track and not (in_loss or in_reward):
+        w.add("kl.track", "verl computes the reference log-probs only when KL is in the loss or the reward; the logs will have no KL")
+    if kl.ref_reset_every:
+        w.add("kl.ref_reset_every", "verl has no reference reset: its reference stays the initial policy")
+    if r.model.reference not in (None, r.model.name):
+        w.add("model.reference", "verl's reference policy is always actor_rollout_ref.model.path (the initial policy)")
+    return out
+
+
+def _batch(r, w: Warnings) -> dict:
+    p, m = r.rollout.prompts_per_step, r.optim.minibatches
+    mini = p // m if p % m == 0 else p
+    if p % m != 0:
+        w.add("optim.minibatches", f"verl splits the batch by prompts: {p} prompts do not split into {m} minibatches; exported one")
+    ro = r.rollout
+    micro = max(1, mini * ro.group_size // r.optim.micro_batches)
+    out = {
+        "data.train_batch_size": p,
+        "data.max_response_length": ro.max_new_tokens,
+        f"{ROLLOUT}.n": ro.group_size,
+        f"{ROLLOUT}.temperature": ro.temperature,
+        f"{ROLLOUT}.top_p": ro.top_p,
+        f"{ROLLOUT}.top_k": ro.top_k if ro.top_k > 0 else -1,
+        f"{ROLLOUT}.response_length": ro.max_new_tokens,
+        f"{ACTOR}.ppo_epochs": r.optim.mu,
+        f"{ACTOR}.ppo_mini_batch_size": mini,
+        # micro batches (responses per forward pass) change memory, not the gradient
+        f"{ACTOR}.ppo_micro_batch_size_per_gpu": micro,
+        f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
+        "trainer.total_training_steps": r.steps,
+        f"{ACTOR}.data_loader_seed": r.seed,
+        "data.seed": r.seed,
+    }
+    if ro.old_logprobs == "sampler":
+        w.add("rollout.old_logprobs", "verl recomputes the behaviour log-probs with the actor (the rollout engine's are not used)")
+    return out
+
+
+def _optim(r, w: Warnings) -> dict:
+    o = r.optim
+    out = {
+        f"{ACTOR}.optim.lr": o.lr,
+        f"{ACTOR}.optim.weight_decay": o.weight_decay,
+        f"{ACTOR}.optim.betas": list(o.betas),
+        f"{ACTOR}.optim.lr_warmup_steps": o.warmup_steps,
+        f"{ACTOR}.optim.min_lr_ratio": o.min_lr_ratio,
+        f"{ACTOR}.optim.lr_scheduler_type": "cosine" if o.schedule == "cosine" else "constant",
+        f"{ACTOR}.grad_clip": o.grad_clip if o.grad_clip is not None else NO_DUAL_CLIP,
+    }
+    if o.schedule == "linear":
+        w.add("optim.schedule", "verl's FSDP actor has only constant and cosine schedules; exported constant")
+    if o.adam_eps != 1e-8:
+        w.add("optim.adam_eps", "verl's actor config has no AdamW epsilon (torch's default 1e-8)")
+    if o.grad_clip is None:
+        w.add("optim.grad_clip", f"verl always clips the gradient norm; exported {NO_DUAL_CLIP:g}")
+    return out
+
+
+def _shaping(r, w: Warnings) -> dict:
+    out: dict = {}
+    ds = r.dynamic_sampling
+    if ds.enabled:
+        out["algorithm.filter_groups.enable"] = True
+        out["algorithm.filter_groups.metric"] = "acc" if ds.metric == "accuracy" else "reward"
+        out["algorithm.filter_groups.max_num_gen_batches"] = ds.max_rounds
+        w.add("dynamic_sampling.enabled", "verl acts on algorithm.filter_groups only in its DAPO/v1 trainer (trainer/ppo/v1), and `acc` must be a reward_extra_info field of your reward function")
+    sp = r.overlong.soft_punish
+    if sp is not None:
+        out["reward.reward_manager.name"] = "dapo"
+        out["+reward.reward_kwargs.overlong_buffer_cfg.enable"] = True
+        out["+reward.reward_kwargs.overlong_buffer_cfg.len"] = sp.buffer
+        out["+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor"] = sp.factor
+        out["+reward.reward_kwargs.overlong_buffer_cfg.log"] = False
+        out["+reward.reward_kwargs.max_resp_len"] = r.rollout.max_new_tokens
+    if r.overlong.mask_truncated:
+        w.add("overlong.mask_truncated", "verl has no overlong filtering: truncated responses stay in the loss")
+    terms = r.reward.terms
+    if not (len(terms) == 1 and terms[0].type == "task" and terms[0].weight == 1.0):
+        w.add("reward.terms", "rlvr_cli/bridges/verl_reward.py scores the task's verifier only (0/1); other terms and weights are not carried")
+    if r.reward.truncated_is_incorrect:
+        w.add("reward.truncated_is_incorrect", "verl's reward function does not know a response was truncated: an answer in a cut response still counts")
+    if any(t.type == "random" for t in r.reward.terms):
+        w.add("reward.terms.random", "the random reward is drawn per (step, prompt, sample) in rlvr; verl's reward function does not see the sample index")
+    return out
+
+
+def export_verl(r) -> Export:
+    """Hydra overrides (dotted key -> value) for an RL recipe, with the warnings."""
+    w = Warnings()
+    settings = {
+        "actor_rollout_ref.model.path": r.model.name,
+        **_batch(r, w),
+        **_advantage(r, w),
+        **_policy_loss(r, w),
+        **_remedies(r, w),
+        **_kl(r, w),
+        **_optim(r, w),
+        **_shaping(r, w),
+        "trainer.experiment_name": r.name or "rlvr",
+        "trainer.logger": ["console", "file"],  # the file logger's JSONL is what `rlvr compare` reads back
+        "trainer.save_freq": r.checkpoint.every if r.checkpoint.every else -1,
+        "trainer.test_freq": r.eval.every if r.eval.every else -1,
+        "trainer.val_before_train": r.eval.at_start,
+    }
+    notes = [
+        "still to set: actor_rollout_ref.rollout.name (vllm or sglang), trainer.n_gpus_per_node, data.train_files / data.val_files (parquet from verl's data scripts)",
+        "reward: reward.custom_reward_function.path=<rlvr_cli/bridges/verl_reward.py> reward.custom_reward_function.name=compute_score (data_source = the task name, ground_truth = the gold answer)",
+        "eval.*: verl validates mean reward on data.val_files, not pass@k; run `rlvr eval` on its checkpoints",
+    ]
+    if r.model.name.startswith("builtin:"):
+        notes.append(f"model.name {r.model.name}: verl needs a directory; print it with `python -c \"from rlvr_cli.models import resolve_model_ref as f; print(f('{r.model.name}').path)\"`")
+    return Export("verl", settings, list(w), notes)
+
+
+def format_value(value) -> str:
+    """A value as Hydra's override grammar reads it (True/False, null, [a,b], plain numbers)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    return str(value)

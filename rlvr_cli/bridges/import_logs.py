@@ -1,0 +1,301 @@
+"""TRL and verl logs as runs of `rlvr compare`.
+
+- TRL: an output directory with ``trainer_state.json`` (or only ``checkpoint-N/trainer_state.json``);
+  its ``log_history`` rows are the steps. The variant comes from the file ``rlvr export --to trl``
+  wrote, when it lies in the directory (any ``*.yaml`` with a ``grpo_config`` key).
+- verl: a file-logger JSONL (``trainer.logger=['console','file']``), one ``{"step": N, "data":
+  {metric: value}}`` object per line (verl 0.9.1, ``verl/utils/tracking.py`` ``FileLogger``). The
+  variant comes from Hydra's ``.hydra/config.yaml`` beside the file or one directory up.
+
+Metric names are mapped to rlvr's (:data:`TRL_METRICS`, :data:`VERL_METRICS`); any other metric is
+kept under its own name. The recipe of a foreign run is rlvr's default recipe overlaid with what the
+foreign config says (plus ``framework``), so the variant label names the knobs that differ. A file that
+cannot be read becomes a skipped run with the reason; one bad line is a warning kept with the run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import yaml
+
+from rlvr_cli.compare.load import RUN_MARKERS, Run, RunUnreadable, Skipped, _to_frames
+from rlvr_cli.compare.variants import _nested as nested_value
+
+TRL_METRICS = {
+    "reward": "reward_mean",
+    "reward_std": "reward_std",
+    "rlvr/accuracy": "accuracy",
+    "kl": "kl_mean",
+    "entropy": "entropy",
+    "completions/mean_length": "len_mean",
+    "completions/clipped_ratio": "truncated_frac",
+    "clip_ratio/low_mean": "clip_low_frac",
+    "clip_ratio/high_mean": "clip_high_frac",
+    "frac_reward_zero_std": "zero_std_frac",
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "learning_rate": "lr",
+}
+"""TRL 1.16 GRPOTrainer log names -> rlvr's (``rlvr/accuracy`` is logged by rlvr's TRL reward function)."""
+
+VERL_METRICS = {
+    "critic/score/mean": "reward_mean",
+    "critic/rewards/mean": "reward_shaped_mean",
+    "actor/kl_loss": "kl_mean",
+    "critic/kl": "kl_mean",
+    "actor/entropy": "entropy",
+    "response_length/mean": "len_mean",
+    "response_length/clip_ratio": "truncated_frac",
+    "actor/pg_clipfrac": "clip_frac",
+    "actor/pg_clipfrac_lower": "dual_clip_frac",
+    "actor/pg_loss": "loss",
+    "actor/grad_norm": "grad_norm",
+    "actor/lr": "lr",
+}
+"""verl 0.9.1 metric names -> rlvr's. verl's ``pg_clipfrac`` counts both clip sides together;
+``pg_clipfrac_lower`` is its dual-clip fraction."""
+
+TRL_SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"}
+
+
+def foreign_kind(path: Path) -> str | None:
+    """``trl`` or ``verl`` when ``path`` is a TRL output directory or a verl JSONL log, else None."""
+    if path.is_dir():
+        if any((path / m).exists() for m in RUN_MARKERS):
+            return None
+        if (path / "trainer_state.json").is_file() or any(path.glob("checkpoint-*/trainer_state.json")):
+            return "trl"
+        return None
+    if path.is_file() and path.name == "trainer_state.json":
+        return "trl"
+    if path.is_file() and path.suffix == ".jsonl":
+        return "verl"
+    return None
+
+
+def split_foreign(paths: list[str]) -> tuple[list[str], list[Run], list[Skipped]]:
+    """Take the TRL/verl logs out of ``paths``: (the rest, the foreign runs, the unreadable ones)."""
+    rest, runs, skipped = [], [], []
+    for arg in paths:
+        p = Path(arg)
+        kind = foreign_kind(p)
+        if kind is None:
+            rest.append(arg)
+            continue
+        try:
+            runs.append(load_trl(p) if kind == "trl" else load_verl(p))
+        except RunUnreadable as e:
+            skipped.append(Skipped(arg, f"{kind} log: {e}"))
+    return rest, runs, skipped
+
+
+# --- TRL -------------------------------------------------------------------------------------------
+def _trl_state_file(path: Path) -> Path:
+    if path.is_file():
+        return path
+    if (path / "trainer_state.json").is_file():
+        return path / "trainer_state.json"
+
+    def step_of(p: Path) -> int:
+        tail = p.parent.name.rsplit("-", 1)[-1]
+        return int(tail) if tail.isdigit() else -1
+
+    return max(path.glob("checkpoint-*/trainer_state.json"), key=step_of)
+
+
+def _trl_export(root: Path, warnings: list[str]) -> dict | None:
+    for f in sorted(root.glob("*.yaml")):
+        try:
+            doc = yaml.safe_load(f.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            warnings.append(f"{f.name}: unreadable ({' '.join(str(e).split())[:120]}); ignored")
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("grpo_config"), dict):
+            return doc
+    return None
+
+
+def trl_recipe(grpo_config: dict) -> dict:
+    """rlvr's view of a GRPOConfig: the fields rlvr has a name for (see export_trl for the forward map)."""
+    c = grpo_config
+    agg = {"grpo": "seq_mean_token_mean", "dapo": "token_mean", "bnpo": "token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
+    scale = {"group": "group_std", "batch": "batch_std", "none": "none", True: "group_std", False: "none"}
+    beta = float(c.get("beta", 0.0) or 0.0)
+    loss_type = c.get("loss_type", "dapo")
+    out = {
+        "seed": c.get("seed", 42),
+        "advantage": {"scale": scale.get(c.get("scale_rewards", "group"), str(c.get("scale_rewards")))},
+        "loss": {
+            "ratio": c.get("importance_sampling_level", "token"),
+            "aggregation": agg.get(loss_type, f"trl:{loss_type}"),
+            "clip": {"eps_low": c.get("epsilon", 0.2), "eps_high": c.get("epsilon_high") or c.get("epsilon", 0.2), "dual_clip": c.get("delta")},
+            "entropy_coef": c.get("entropy_coef", 0.0),
+        },
+        "kl": {"placement": "loss" if beta > 0 else "none", "beta": beta},
+        "optim": {"mu": c.get("num_iterations", 1), "lr": c.get("learning_rate", 1e-6)},
+        "overlong": {"mask_truncated": bool(c.get("mask_truncated_completions", False))},
+    }
+    if c.get("num_generations"):
+        out["rollout"] = {"group_size": c["num_generations"]}
+        if c.get("max_completion_length"):
+            out["rollout"]["max_new_tokens"] = c["max_completion_length"]
+        if c.get("per_device_train_batch_size") and c.get("steps_per_generation"):
+            out["rollout"]["prompts_per_step"] = c["per_device_train_batch_size"] * c["steps_per_generation"] // c["num_generations"]
+    return out
+
+
+def load_trl(path: Path) -> Run:
+    warnings: list[str] = []
+    root = path.parent if path.is_file() else path
+    try:
+        f = _trl_state_file(path)
+        state = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
+        raise RunUnreadable(f"trainer_state.json unreadable: {' '.join(str(e).split())[:200]}") from None
+    history = state.get("log_history") if isinstance(state, dict) else None
+    if not isinstance(history, list):
+        raise RunUnreadable(f"{f.name}: no log_history list")
+    export = _trl_export(root, warnings)
+    updates = 1
+    if export is not None:
+        c = export["grpo_config"]
+        per_gen = max(1, int(c.get("steps_per_generation") or 1) // max(1, int(c.get("gradient_accumulation_steps") or 1)))
+        updates = per_gen * int(c.get("num_iterations") or 1)
+        recipe = export.get("rlvr_recipe") or _overlay(trl_recipe(c))
+    else:
+        warnings.append("no rlvr export YAML in the directory: variant unknown, steps are TRL optimiser updates")
+        recipe = _overlay({})
+    recipe["framework"] = "trl"
+    rows: dict[int, dict] = {}
+    for i, entry in enumerate(history):
+        if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
+            warnings.append(f"{f.name}: log_history[{i}] has no integer step; skipped")
+            continue
+        if TRL_SUMMARY_KEYS & entry.keys():
+            continue
+        step = math.ceil(entry["step"] / updates)
+        row = rows.setdefault(step, {"step": step})
+        for k, v in entry.items():
+            if k not in ("step", "epoch"):
+                row[TRL_METRICS.get(k, k)] = v
+    return _run(root if path.is_file() else path, recipe, rows, warnings, f.name)
+
+
+# --- verl ------------------------------------------------------------------------------------------
+def _verl_config(path: Path, warnings: list[str]) -> dict | None:
+    for d in (path.parent, path.parent.parent):
+        f = d / ".hydra" / "config.yaml"
+        if f.is_file():
+            try:
+                doc = yaml.safe_load(f.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+                warnings.append(f"{f}: unreadable ({' '.join(str(e).split())[:120]}); variant unknown")
+                return None
+            return doc if isinstance(doc, dict) else None
+    return None
+
+
+def verl_recipe(cfg: dict) -> dict:
+    """rlvr's view of a verl trainer config (the fields rlvr has a name for)."""
+
+    def get(dotted: str, default=None):
+        value = nested_value(cfg, dotted)
+        return default if value is None else value
+
+    agg = {"seq-mean-token-mean": "seq_mean_token_mean", "token-mean": "token_mean", "seq-mean-token-sum-norm": "seq_mean_token_sum_norm"}
+    kl_types = {"kl": "k1", "k1": "k1", "mse": "k2", "k2": "k2", "low_var_kl": "k3", "k3": "k3"}
+    est = get("algorithm.adv_estimator", "gae")
+    baseline = {"grpo": "group_mean", "rloo": "leave_one_out"}.get(est, f"verl:{est}")
+    actor = "actor_rollout_ref.actor."
+    mode = get(actor + "loss_agg_mode", "token-mean")
+    dual = get(actor + "clip_ratio_c", 3.0)
+    if get(actor + "use_kl_loss", False):
+        kl = {"placement": "loss", "beta": get(actor + "kl_loss_coef", 0.001), "estimator": kl_types.get(get(actor + "kl_loss_type"), "k3")}
+    elif get("algorithm.use_kl_in_reward", False):
+        kl = {"placement": "reward", "beta": get("algorithm.kl_ctrl.kl_coef", 0.001)}
+    else:
+        kl = {"placement": "none", "beta": 0.0}
+    return {
+        "advantage": {"baseline": baseline, "scale": "group_std" if get("algorithm.norm_adv_by_std_in_grpo", True) and est == "grpo" else "none"},
+        "loss": {
+            "ratio": "sequence" if get(actor + "policy_loss.loss_mode") == "gspo" else "token",
+            "aggregation": agg.get(mode, f"verl:{mode}"),
+            "length_constant": get(actor + "loss_scale_factor"),
+            "clip": {"eps_low": get(actor + "clip_ratio_low", 0.2), "eps_high": get(actor + "clip_ratio_high", 0.2), "dual_clip": dual if dual is not None and dual < 1e8 else None},
+            "entropy_coef": get(actor + "entropy_coeff", 0.0),
+        },
+        "kl": kl,
+        "rollout": {
+            "group_size": get("actor_rollout_ref.rollout.n", 1),
+            "prompts_per_step": get("data.train_batch_size"),
+            "max_new_tokens": get("actor_rollout_ref.rollout.response_length"),
+            "temperature": get("actor_rollout_ref.rollout.temperature", 1.0),
+        },
+        "dynamic_sampling": {"enabled": bool(get("algorithm.filter_groups.enable", False))},
+        "optim": {"mu": get(actor + "ppo_epochs", 1), "lr": get(actor + "optim.lr")},
+    }
+
+
+def _verl_line(line: str) -> dict | str:
+    """One file-logger line as ``{"step": int, "data": dict}``, or what is wrong with it."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        return f"not valid JSON ({e.msg})"
+    if isinstance(obj, dict) and isinstance(obj.get("step"), int) and isinstance(obj.get("data"), dict):
+        return obj
+    return 'not a verl file-logger line {"step": N, "data": {...}}'
+
+
+def load_verl(path: Path) -> Run:
+    warnings: list[str] = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise RunUnreadable(f"{path.name} unreadable: {' '.join(str(e).split())[:200]}") from None
+    rows: dict[int, dict] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        obj = _verl_line(line) if line.strip() else None
+        if isinstance(obj, str):
+            warnings.append(f"{path.name} line {lineno}: {obj}; skipped")
+        elif obj is not None:
+            row = rows.setdefault(obj["step"], {"step": obj["step"]})
+            row.update({VERL_METRICS.get(k, k): v for k, v in obj["data"].items()})
+    cfg = _verl_config(path, warnings)
+    if cfg is None:
+        warnings.append("no .hydra/config.yaml beside the log: variant unknown")
+        recipe = _overlay({})
+    else:
+        recipe = _overlay(verl_recipe(cfg))
+    recipe["framework"] = "verl"
+    recipe["name"] = path.stem
+    return _run(path, recipe, rows, warnings, path.name)
+
+
+# --- shared ----------------------------------------------------------------------------------------
+def _overlay(mapped: dict) -> dict:
+    """rlvr's default recipe with ``mapped`` written over it (None values leave the default)."""
+    from rlvr_cli.recipe.schema import Recipe
+
+    base = Recipe().model_dump(mode="json")
+
+    def merge(a: dict, b: dict) -> dict:
+        for k, v in b.items():
+            if isinstance(v, dict) and isinstance(a.get(k), dict):
+                merge(a[k], v)
+            elif v is not None:
+                a[k] = v
+        return a
+
+    return merge(base, mapped)
+
+
+def _run(path: Path, recipe: dict, rows: dict[int, dict], warnings: list[str], what: str) -> Run:
+    if not rows:
+        raise RunUnreadable(f"{what}: no metric rows")
+    metrics, nonfinite = _to_frames(rows)
+    warnings.append("foreign log: no eval/step_N.json files, pass@k not available")
+    return Run(path=path, recipe=recipe, status="foreign", seed=recipe.get("seed"), metrics=metrics, nonfinite=nonfinite, warnings=warnings)
