@@ -103,6 +103,7 @@ EXPERIMENTS = [
             for name in ("baseline", "clip_higher", "kl_loss", "entropy_bonus", "top_entropy", "clip_cov", "kl_cov",
                          "pkpo_k4", "passk_adv")
         },
+        compare_args=["--label-by", "changed"],
     ),
     Experiment(
         "mismatch",
@@ -111,6 +112,7 @@ EXPERIMENTS = [
             for name in ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask",
                          "token_truncate_tight", "sequence_mask_tight")
         },
+        compare_args=["--label-by", "changed"],
     ),
     Experiment(
         "prorl",

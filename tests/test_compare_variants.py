@@ -72,6 +72,19 @@ def test_label_by_override_and_its_errors(tmp_path):
         group_variants(runs, label_by="every")
 
 
+def test_label_by_changed_names_only_what_each_arm_changes_from_the_control(tmp_path):
+    runs = _runs(tmp_path, {
+        "baseline_s0": (recipe(**{"kl.placement": "none", "kl.beta": 0.0}), 0),
+        "higher_s0": (recipe(**{"kl.placement": "none", "kl.beta": 0.0, "loss.clip.eps_high": 0.28}), 0),
+        "kl_s0": (recipe(**{"kl.placement": "loss", "kl.beta": 0.2}), 0),
+    })
+    assert [v.label for v in group_variants(runs)] == [
+        "clip.eps_high=0.2, kl.placement=none", "clip.eps_high=0.28, kl.placement=none",
+        "clip.eps_high=0.2, kl.placement=loss, kl.beta=0.2"]
+    assert [v.label for v in group_variants(runs, label_by="changed")] == [
+        "baseline", "clip.eps_high=0.28", "kl.placement=loss, kl.beta=0.2"]
+
+
 def test_format_value_of_reward_terms():
     terms = [{"type": "task", "weight": 1.0}, {"type": "random", "p": 0.5, "weight": 1.0}]
     assert format_value(terms) == "[task*1, random(p=0.5)*1]"

@@ -33,7 +33,9 @@ def compare(
         "--label-by",
         help=(
             "Label variants by these recipe keys (comma-separated, e.g. kl.placement,clip.eps_high), "
-            "or by 'name' (recipe name) or 'dir'. Default: the recipe axes that differ between variants."
+            "or by 'name' (recipe name) or 'dir', or 'changed' (only the axes where a variant differs from "
+            "the most common value: one-axis ablations against a control). Default: the recipe axes that "
+            "differ between variants."
         ),
     ),
     tensorboard: str | None = typer.Option(

@@ -17,6 +17,9 @@ Label rule: the axes are the identifying keys whose values are not the same in e
 variant's label is ``axis=value`` for each, in recipe order, joined by ``, ``. An axis is shown by its
 last two path components (``clip.eps_high``) when that is unambiguous. ``kl.beta`` is left out of the
 label of a variant whose ``kl.placement`` is ``none`` (the schema forces beta to 0 there).
+``--label-by changed`` (one-axis-at-a-time ablations against a control) shows in each label only the
+axes where the variant's value differs from the most common value among the variants (the first
+variant's on a tie); a variant with none is labelled by its recipe name.
 """
 
 from __future__ import annotations
@@ -147,18 +150,21 @@ def _nested(recipe: dict, key: str):
 
 def _label(variants: list[Variant], label_by: str | None) -> None:
     axes = differing_axes(variants)
-    if label_by:
+    if label_by and label_by != "changed":
         axes = resolve_label_keys(label_by, variants)
     # A section that is null in one variant and set in another differs as a whole: name the section
     # (`overlong.soft_punish={buffer=16,factor=1}` vs `=null`), not each of its fields as `unset`.
     axes = [k for k in axes if not any(k.startswith(p + ".") for p in axes)]
     shown = short_names(axes)
+    flats = []
     for v in variants:
         flat = flatten(v.runs[0].recipe)
         for k in axes:
             if k not in flat:
                 flat[k] = _nested(v.runs[0].recipe, k)
         v.axes = {k: flat.get(k) for k in axes}
+        flats.append(flat)
+    for v, flat in zip(variants, flats):
         if label_by in ("name", "dir"):
             v.label = _run_family_name(v, by=label_by)
             continue
@@ -166,9 +172,20 @@ def _label(variants: list[Variant], label_by: str | None) -> None:
             f"{shown[k]}={format_value(flat[k]) if k in flat else 'unset'}"
             for k in axes
             if not (k == "kl.beta" and flat.get("kl.placement") == "none" and "kl.placement" in axes)
+            and not (label_by == "changed" and _shown_value(v, k) == _modal_value(variants, k))
         ]
         v.label = ", ".join(parts) if parts else _run_family_name(v, by="name")
     _dedupe_labels(variants)
+
+
+def _shown_value(v: Variant, key: str) -> str:
+    return format_value(v.axes.get(key))
+
+
+def _modal_value(variants: list[Variant], key: str) -> str:
+    """The most common value of ``key`` over the variants (the first variant's on a tie)."""
+    values = [_shown_value(v, key) for v in variants]
+    return max(dict.fromkeys(values), key=values.count)
 
 
 def resolve_label_keys(label_by: str, variants: list[Variant]) -> list[str]:
