@@ -76,17 +76,39 @@ def shutdown() -> None:
         tdist.destroy_process_group()
 
 
+def _collective_failed(name: str, e: BaseException) -> RunFailed:
+    rank, size = world()
+    first = str(e).splitlines()[0][:300] if str(e) else ""
+    return RunFailed(
+        f"rank {rank} of {size}: the collective {name} failed ({type(e).__name__}: {first}); "
+        "another rank died or did not answer within distributed.timeout_s; continue with --resume"
+    )
+
+
 def _collective(name: str, fn):
     try:
         return fn()
     except RunFailed:
         raise
     except Exception as e:  # noqa: BLE001 - gloo/nccl raise RuntimeError subclasses that differ by version
-        rank, size = world()
-        raise RunFailed(
-            f"rank {rank} of {size}: the collective {name} failed ({type(e).__name__}: {str(e).splitlines()[0][:300]}); "
-            "another rank died or did not answer within distributed.timeout_s; continue with --resume"
-        ) from None
+        raise _collective_failed(name, e) from None
+
+
+_BACKEND_SIGNS = ("gloo", "nccl", "timed out", "connection closed", "connection reset", "read error", "broken pipe")
+
+
+def collective_failure(e: BaseException) -> RunFailed | None:
+    """The RunFailed naming this rank for an error a collective raised *inside* torch (DDP's gradient
+    all-reduce in backward, FSDP2's all-gathers) when another rank died or hung; None for anything else
+    (and always in one process)."""
+    if world()[1] <= 1 or not isinstance(e, RuntimeError):
+        return None
+    import torch.distributed as tdist
+
+    dist_error = getattr(tdist, "DistError", None)
+    if (dist_error is not None and isinstance(e, dist_error)) or any(w in str(e).lower() for w in _BACKEND_SIGNS):
+        return _collective_failed("inside DDP/FSDP2 (forward, backward or parameter gathering)", e)
+    return None
 
 
 def share(n: int, rank: int | None = None, size: int | None = None) -> range:

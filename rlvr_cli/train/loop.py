@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from rlvr_cli import dist
 from rlvr_cli.errors import RunFailed
 from rlvr_cli.train.evalhook import eval_and_record
 from rlvr_cli.train.optim import grad_norm_and_clip
@@ -63,6 +64,10 @@ def run_steps(
         run.write_status("interrupted", error="interrupted by the user; continue with --resume")
         raise
     except BaseException as e:
+        failed = dist.collective_failure(e)  # another rank died or hung inside DDP/FSDP2's own collectives
+        if failed is not None:
+            run.write_status("failed", error=str(failed))
+            raise failed from None
         run.write_status("failed", error=f"{type(e).__name__}: {e}")
         raise
     finally:

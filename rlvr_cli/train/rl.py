@@ -466,8 +466,10 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
         "train_passk": train_passk,
         **_mismatch_metrics(isc),
         # the per-token gradient weight each trained response gets, by the true verifier's correctness
-        **length_bias(adv.cpu(), loss_mask.sum(dim=1).long().cpu(), [c for grp in groups for c in grp.correct],
-                      r.loss.aggregation, r.loss.length_constant).as_metrics(),
+        # (over the whole step's batch: the loss tokens of every rank's rows, gathered in order)
+        **length_bias(adv_all.cpu(), torch.tensor(dist.gather_concat(loss_mask.sum(dim=1).long().tolist())),
+                      [c for grp in groups for c in grp.correct], r.loss.aggregation,
+                      r.loss.length_constant).as_metrics(),
     })
     return step_row("rl", {**row, **_timing(rs, time_ref, time_update, t_step)}), groups, adv_all.tolist()
 
