@@ -1,6 +1,6 @@
 """The trainer's numbers do not change by accident: short runs equal the recorded ones to 1e-6.
 
-The recordings (tests/golden/runs/) and the full set of runs come from tests/golden/make_golden.py;
+The recordings (tests/golden/records/) and the full set of runs come from tests/golden/make_golden.py;
 after a change that is meant to move the numbers, re-record with
 `python tests/golden/make_golden.py record NAME` and say why in the commit.
 """
@@ -21,7 +21,7 @@ _spec.loader.exec_module(golden)
 
 @pytest.mark.parametrize("name", ["grpo", "dapo", "mu2_minibatches3"])
 def test_short_runs_reproduce_the_recorded_numbers(name, tiny_base, tmp_path):
-    want = json.loads((HERE / "runs" / f"{name}.json").read_text())
+    want = json.loads((HERE / "records" / f"{name}.json").read_text())
     got = golden.run_golden(name, tmp_path)
     diff, where = golden.max_difference(*golden.comparable(want, got))
     assert diff <= 1e-6, f"{name}: {where} differs by {diff}"

@@ -1,6 +1,6 @@
 """Record (or check) the trainer's numbers on short runs: the guard that a refactor changed nothing.
 
-    python tests/golden/make_golden.py record [NAME ...]   # write tests/golden/runs/NAME.json
+    python tests/golden/make_golden.py record [NAME ...]   # write tests/golden/records/NAME.json
     python tests/golden/make_golden.py check  [NAME ...]   # compare against them (max abs difference)
 
 Each run is 3-4 steps of a shipped preset, or of one recipe per axis of the loop (dynamic sampling, KL
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RUNS = HERE / "runs"
+RUNS = HERE / "records"
 TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s", "sample_s"}
 SMALL = [
     "rollout.prompts_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=24", "steps=3",
