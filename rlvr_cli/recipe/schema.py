@@ -329,7 +329,7 @@ class KLSpec(Strict):
     track: bool = True
     """Measure KL to the reference for the logs even when it is not in the objective (costs one forward pass)."""
     track_every: int = Field(1, ge=1)
-    """When KL is only tracked (not in the objective): measure it on step 1, every N steps and at eval steps; the other steps log `kl_*` as null (the reference forward is ~15-25% of a step)."""
+    """When KL is only tracked (not in the objective): measure it on step 1, every N steps and at eval steps; the other steps log `kl_*` as null (the reference forward measured 16-18% of a step, README "Speed")."""
     ref_reset_every: int | None = Field(None, ge=1)
     """ProRL: every N steps set pi_ref <- pi_theta and reset the optimiser state (null = never)."""
 
