@@ -4,7 +4,7 @@ One step (:func:`_train_step`):
   1. rollouts: P prompts x G responses, scored (true-verifier accuracy always computed), with DAPO
      dynamic sampling when on, gathered once into a :class:`Batch`     -> :mod:`.rollout`
   2. behaviour log-probs (from the sampler when its numerics match, else recomputed) and reference
-     log-probs (only when KL is used or tracked)
+     log-probs (when KL is in the objective; when it is only tracked, every `kl.track_every` steps)
   3. reward shaping: DAPO soft overlong penalty; KL in the reward (r <- r - beta * sum_t k1_t)
                                                                         -> :func:`shape_rewards`
   4. advantages per group: baseline and scale, or a pass@k objective (PKPO's reward transform,
@@ -20,6 +20,11 @@ One step (:func:`_train_step`):
      micro-batching (gradient accumulation) does not change the gradient. A minibatch with no loss token (all
      truncated and masked) takes no optimiser step; a non-finite one is skipped.
   6. one metrics line; eval / checkpoint on their cadence (:mod:`.loop`); ProRL reference reset.
+
+Under torchrun each rank samples, verifies and forwards a contiguous share of whole groups; the
+rewards are gathered so that advantages, minibatch order, normalisers and metrics are those of one
+process (the collectives live in :mod:`rlvr_cli.dist` and do nothing in one process; README
+"Scaling out").
 
 Every forward pass runs with dropout off (the model stays in eval mode; gradients still flow), so
 the sampler's, the recompute's and the update's log-probs of the same tokens agree and the on-policy
