@@ -163,6 +163,10 @@ def write_tensorboard(runs, out_dir: str | Path) -> list[Path]:
     from torch.utils.tensorboard import SummaryWriter
 
     out, written, used = Path(out_dir), [], set()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--tensorboard {out}: cannot create the directory ({e.strerror or e})") from None
     for run in runs:
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in run.name) or "run"
         while name in used:

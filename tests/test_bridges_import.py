@@ -88,3 +88,33 @@ def test_verl_reward_function_uses_rlvrs_verifiers():
     # a dataset answer: no marker, extracted from \boxed{} (through the worker pool for math)
     assert compute_score("math", "so \\boxed{\\frac{1}{2}}", "0.5")["acc"] == 1.0
     assert compute_score("integer", "#### 18", "18")["score"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("files", "warning"),
+    [
+        ({"export.yaml": "grpo_config:\n  steps_per_generation: abc\n"}, "grpo_config unreadable"),  # hand-edited
+        ({"export.yaml": "grpo_config: {beta: 0}\nrlvr_recipe: not a mapping\n"}, "rlvr_recipe is not a mapping"),
+        ({"export.yaml": "grpo_config: {beta: high}\n"}, "grpo_config unreadable"),
+    ],
+)
+def test_trl_export_with_a_bad_field_is_a_warning_not_a_crash(tmp_path, files, warning):
+    from rlvr_cli.bridges.import_logs import load_trl
+
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.4}]}))
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    run = load_trl(tmp_path)
+    assert run.metrics["loss"].tolist() == [0.5, 0.4]
+    assert run.recipe["framework"] == "trl"
+    assert any(warning in w for w in run.warnings), run.warnings
+
+
+def test_verl_config_with_a_bad_field_is_a_warning_not_a_crash(tmp_path):
+    log = _verl_dir(tmp_path, with_config=True)
+    cfg = yaml.safe_load((log.parent / ".hydra" / "config.yaml").read_text())
+    cfg["actor_rollout_ref"]["actor"]["clip_ratio_c"] = "abc"
+    (log.parent / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    run = load_verl(log)
+    assert run.metrics["reward_mean"].tolist() == pytest.approx([0.31, 0.38, 0.45, 0.52])
+    assert any(".hydra/config.yaml: unreadable field" in w for w in run.warnings), run.warnings

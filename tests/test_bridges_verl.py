@@ -190,3 +190,11 @@ def test_remedy_values_by_hand():
 def test_strict_exits_2_on_a_remedy(cli):
     res = cli("export", "experiments/remedies/top_entropy", "--to", "verl", "--strict")
     assert res.code == 2 and "loss.top_entropy_quantile" in res.stderr
+
+
+def test_out_that_cannot_be_written_is_exit_2(cli, tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    for out in (tmp_path, tmp_path / "a_file" / "dapo.verl.txt"):
+        res = cli("export", "dapo", "--to", "verl", "--out", str(out))
+        assert res.code == 2, res.stderr
+        assert f"--out {out}: cannot write" in res.stderr and "internal error" not in res.stderr

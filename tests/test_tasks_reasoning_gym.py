@@ -83,3 +83,11 @@ def test_recipe_and_missing_package(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_rg)
     with pytest.raises(UserError, match=r"rlvr-cli\[reasoning-gym\]"):
         _task("countdown")
+
+
+@pytest.mark.parametrize("template", ["{question} = {answer}?", "Answer in {0}", "{question"])
+def test_bad_prompt_template_is_a_user_error(template):
+    from rlvr_cli.errors import UserError
+
+    with pytest.raises(UserError, match="task.prompt_template"):
+        _task("basic_arithmetic", prompt_template=template)

@@ -109,3 +109,12 @@ def test_compare_to_tensorboard(tmp_path, cli):
     acc = EventAccumulator(str(d))
     acc.Reload()
     assert [e.value for e in acc.Scalars("reward_mean")] == pytest.approx([0.31, 0.38, 0.45, 0.52])
+
+
+def test_compare_tensorboard_into_a_file_is_exit_2(tmp_path, cli):
+    pytest.importorskip("tensorboard")
+    fixture = Path(__file__).parent / "fixtures" / "verl_file_logger.jsonl"
+    (tmp_path / "tb").write_text("not a directory")
+    res = cli("compare", str(fixture), "--out", str(tmp_path / "cmp"), "--tensorboard", str(tmp_path / "tb"))
+    assert res.code == 2, res.stderr
+    assert "--tensorboard" in res.stderr and "tb" in res.stderr and "internal error" not in res.stderr

@@ -159,14 +159,22 @@ def load_trl(path: Path) -> Run:
     if not isinstance(history, list):
         raise RunUnreadable(f"{f.name}: no log_history list")
     export = _trl_export(root, warnings)
-    updates = 1
+    updates, recipe = 1, None
     if export is not None:
         c = export["grpo_config"]
-        per_gen = max(1, int(c.get("steps_per_generation") or 1) // max(1, int(c.get("gradient_accumulation_steps") or 1)))
-        updates = per_gen * int(c.get("num_iterations") or 1)
-        recipe = export.get("rlvr_recipe") or _overlay(trl_recipe(c))
+        try:
+            per_gen = max(1, int(c.get("steps_per_generation") or 1) // max(1, int(c.get("gradient_accumulation_steps") or 1)))
+            updates = per_gen * int(c.get("num_iterations") or 1)
+            recipe = export.get("rlvr_recipe")
+            if recipe is not None and not isinstance(recipe, dict):
+                warnings.append("rlvr export YAML: rlvr_recipe is not a mapping; variant read from grpo_config")
+            recipe = dict(recipe) if isinstance(recipe, dict) else _overlay(trl_recipe(c))
+        except (TypeError, ValueError) as e:  # a hand-edited export: a field of the wrong type
+            updates, recipe = 1, None
+            warnings.append(f"rlvr export YAML: grpo_config unreadable ({type(e).__name__}: {e}); variant unknown, steps are TRL optimiser updates")
     else:
         warnings.append("no rlvr export YAML in the directory: variant unknown, steps are TRL optimiser updates")
+    if recipe is None:
         recipe = _overlay({})
     recipe["framework"] = "trl"
     rows: dict[int, dict] = {}
@@ -269,7 +277,11 @@ def load_verl(path: Path) -> Run:
         warnings.append("no .hydra/config.yaml beside the log: variant unknown")
         recipe = _overlay({})
     else:
-        recipe = _overlay(verl_recipe(cfg))
+        try:
+            recipe = _overlay(verl_recipe(cfg))
+        except (TypeError, ValueError) as e:  # a config field of the wrong type (hand-edited)
+            warnings.append(f".hydra/config.yaml: unreadable field ({type(e).__name__}: {e}); variant unknown")
+            recipe = _overlay({})
     recipe["framework"] = "verl"
     recipe["name"] = path.stem
     return _run(path, recipe, rows, warnings, path.name)

@@ -73,5 +73,8 @@ def export(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        atomic_write_text(out, text)
+        try:
+            atomic_write_text(out, text)
+        except OSError as e:  # a directory, a missing or read-only parent
+            raise UserError(f"--out {out}: cannot write ({e.strerror or e})") from None
         console.print(f"wrote {out}", highlight=False)

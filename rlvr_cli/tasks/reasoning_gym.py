@@ -33,6 +33,10 @@ class ReasoningGymTask:
     def __init__(self, spec):
         self.spec = spec
         self.name = f"reasoning_gym:{spec.dataset}"
+        try:
+            spec.prompt_template.format(question="")
+        except (KeyError, IndexError, ValueError) as e:
+            raise UserError(f"task.prompt_template {spec.prompt_template!r}: only {{question}} can be filled in ({type(e).__name__}: {e}); write a literal brace as {{{{ or }}}}") from None
         rg = _require()
         try:
             self._eval_ds = rg.create_dataset(spec.dataset, size=spec.num_eval, seed=spec.split_seed, **spec.config)
