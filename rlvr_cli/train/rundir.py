@@ -163,15 +163,19 @@ class RunDir:
         log_to_trackers(self.root, row)  # the recipe's optional sinks (rlvr_cli/trackers.py)
 
     def read_metrics(self) -> list[dict]:
-        """Complete, parseable metric lines (a half-written trailing line is ignored)."""
+        """Complete, parseable metric lines: a half-written trailing line, and a damaged one (not a JSON
+        object, a step that is not an integer, bytes that are not UTF-8), is ignored."""
         if not self.metrics_path.is_file():
             return []
         rows = []
-        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+        for line in self.metrics_path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
+                row = json.loads(line)
+            except (ValueError, RecursionError):
                 continue
+            step = row.get("step", 0) if isinstance(row, dict) else None
+            if isinstance(step, int) and not isinstance(step, bool):
+                rows.append(row)
         return rows
 
     def truncate_after(self, step: int) -> None:
