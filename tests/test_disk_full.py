@@ -116,3 +116,15 @@ def test_resume_drops_hand_damaged_metric_lines_instead_of_crashing(tmp_path):
     run.truncate_after(2)
     assert [r["step"] for r in run.read_metrics()] == [1, 2]
     assert run.metrics_path.read_text(encoding="utf-8").count("\n") == 2
+
+
+@pytest.mark.parametrize("content", [b"[1, 2]\n", b"\xff\xfe{}", b'"running"'])
+def test_a_damaged_run_json_is_rewritten_not_a_traceback(tmp_path, content):
+    from rlvr_cli.train.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    (run.root / "run.json").write_bytes(content)
+    assert run.read_status() == {}
+    run.write_status("failed", error="x")
+    assert run.read_status()["status"] == "failed"

@@ -130,10 +130,12 @@ class RunDir:
         self.write_status("running", started=_now(), **info)
 
     def read_status(self) -> dict:
+        """run.json's fields; {} when it is missing or damaged (not UTF-8, not JSON, not an object)."""
         try:
-            return json.loads((self.root / "run.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            data = json.loads((self.root / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return {}
+        return data if isinstance(data, dict) else {}
 
     def write_status(self, status: str, **fields) -> None:
         if not self.writer:
