@@ -103,3 +103,28 @@ def test_a_real_full_disk(tiny_base, tmp_path):
     assert json.loads(read("2.run.json"))["status"] == "finished"
     assert [json.loads(line)["step"] for line in read("2.metrics").splitlines()] == [1, 2]
     assert ".tmp" not in read("2.ls") and "step_2" in read("2.ls")
+
+
+def test_resume_drops_hand_damaged_metric_lines_instead_of_crashing(tmp_path):
+    """A line that is JSON but not a step's row (a bare number, a string step, a stray byte) is
+    forgotten like a half-written one; before, truncate_after raised AttributeError/TypeError."""
+    from rlvr_cli.train.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    run.metrics_path.write_bytes(b'{"step": 1}\n5\n{"step": "x"}\n\xff\xfe\n{"step": 2}\n{"step": 3}\n')
+    run.truncate_after(2)
+    assert [r["step"] for r in run.read_metrics()] == [1, 2]
+    assert run.metrics_path.read_text(encoding="utf-8").count("\n") == 2
+
+
+@pytest.mark.parametrize("content", [b"[1, 2]\n", b"\xff\xfe{}", b'"running"'])
+def test_a_damaged_run_json_is_rewritten_not_a_traceback(tmp_path, content):
+    from rlvr_cli.train.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    (run.root / "run.json").write_bytes(content)
+    assert run.read_status() == {}
+    run.write_status("failed", error="x")
+    assert run.read_status()["status"] == "failed"

@@ -242,6 +242,13 @@ def test_deep_nesting_and_a_huge_file_are_refused(tmp_path, cli):
     assert res.code == 2 and "too large" in res.stderr, res.stderr
 
 
+def test_a_recursive_alias_is_refused_naming_the_file(tmp_path, cli):
+    p = write(tmp_path, "loop.yaml", "steps: 2\nextra: &x\n  self: *x\n")
+    res = cli("recipes", "validate", str(p))
+    assert res.code == 2 and f"{p}:2" in res.stderr and "itself" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
 def test_a_few_anchors_and_aliases_still_work(tmp_path):
     p = write(tmp_path, "anchors.yaml", """
         rollout: &r

@@ -130,3 +130,24 @@ def test_a_start_that_fails_leaves_no_half_made_directory(tmp_path, cli):
     res = cli("train", "grpo", "--out", str(out), "--set", f"model.name={model}")
     assert res.code == 2 and "internal error" not in res.stderr, res.stderr
     assert not out.exists()
+
+
+def test_the_lock_is_taken_when_its_pid_cannot_be_written(tmp_path, monkeypatch):
+    """The pid only names the holder in a message: a full disk at that write is left to the run's own
+    disk-full handling (a named `failed`), not an OSError traceback from taking the lock."""
+    import errno
+
+    from rlvr_cli.train import lock
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(lock.os, "pwrite", full)
+    run = tmp_path / "run"
+    lock.acquire(run)
+    try:
+        assert os.path.realpath(run) in lock._held
+        assert lock.holder_pid(run) is None
+    finally:
+        lock.release(run, every_hold=True)
+    assert os.path.realpath(run) not in lock._held

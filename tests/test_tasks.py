@@ -352,3 +352,14 @@ def test_a_bad_answer_regex_is_refused_by_the_schema(tmp_path, cli, regex, match
     res = cli("recipes", "validate", "grpo", "--set", "task.name=dataset", "--set", "task.path=d.jsonl",
               "--set", "task.answer_extraction=regex", "--set", f"task.answer_regex={regex}")
     assert res.code == 2 and "answer_regex" in res.stderr and "internal error" not in res.stderr, res.stderr
+
+
+def test_a_row_without_its_question_is_an_error_naming_the_row(tmp_path):
+    """A JSONL row that lacks the question (or has it null) reads as None: without the check its
+    prompt would be the text 'None', trained on silently."""
+    path = tmp_path / "d.jsonl"
+    rows = [{"question": f"q{i}", "answer": str(i)} for i in range(5)]
+    rows[2] = {"answer": "2"}
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UserError, match=r"row 2: question is null or missing"):
+        build_task(DatasetSpec(path=str(path)))

@@ -102,6 +102,9 @@ def _check_nodes(path: Path, root) -> list[tuple]:
         children = [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else (
             node.value if isinstance(node, yaml.SequenceNode) else [])
         if done:
+            if any(id(c) not in expanded for c in children):  # a child still open is an ancestor: a cycle
+                raise UserError(f"{path}:{node.start_mark.line + 1}: an alias (*name) refers to the value that "
+                                "contains it, so the value would contain itself; write the values out")
             expanded[id(node)] = 1 + sum(expanded[id(c)] for c in children)
             if expanded[id(node)] > MAX_NODES:
                 raise UserError(f"{path}: the recipe expands to more than {MAX_NODES} values through its aliases; write the values out")

@@ -120,6 +120,11 @@ class DatasetTask:
                     f"task: {s.path} (split {split}) row {i}: {s.answer_field} is {kind}, not a string or number "
                     f"(task.answer_field names the column of gold answers)"
                 )
+            if row[s.question_field] is None:  # a row without it: the prompt would read "None"
+                raise UserError(
+                    f"task: {s.path} (split {split}) row {i}: {s.question_field} is null or missing "
+                    f"(task.question_field names the column of questions)"
+                )
             gold = extract_gold(raw, s.answer_extraction, s.answer_regex)
             if gold is None:
                 raise UserError(

@@ -65,8 +65,11 @@ def acquire(run_dir: str | Path, owner: object | None = None) -> None:
                 f"{run_dir}: in use by {who}, which holds {run_dir / LOCK_NAME}; wait for it to finish "
                 "(or stop it) before training into this directory again"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # the pid only names the holder in a message; a full disk is the run's to report
         _held[key] = [fd, 1]
     if owner is not None:
         weakref.finalize(owner, release, run_dir)

@@ -130,10 +130,12 @@ class RunDir:
         self.write_status("running", started=_now(), **info)
 
     def read_status(self) -> dict:
+        """run.json's fields; {} when it is missing or damaged (not UTF-8, not JSON, not an object)."""
         try:
-            return json.loads((self.root / "run.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            data = json.loads((self.root / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return {}
+        return data if isinstance(data, dict) else {}
 
     def write_status(self, status: str, **fields) -> None:
         if not self.writer:
@@ -163,15 +165,19 @@ class RunDir:
         log_to_trackers(self.root, row)  # the recipe's optional sinks (rlvr_cli/trackers.py)
 
     def read_metrics(self) -> list[dict]:
-        """Complete, parseable metric lines (a half-written trailing line is ignored)."""
+        """Complete, parseable metric lines: a half-written trailing line, and a damaged one (not a JSON
+        object, a step that is not an integer, bytes that are not UTF-8), is ignored."""
         if not self.metrics_path.is_file():
             return []
         rows = []
-        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+        for line in self.metrics_path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
+                row = json.loads(line)
+            except (ValueError, RecursionError):
                 continue
+            step = row.get("step", 0) if isinstance(row, dict) else None
+            if isinstance(step, int) and not isinstance(step, bool):
+                rows.append(row)
         return rows
 
     def truncate_after(self, step: int) -> None:
