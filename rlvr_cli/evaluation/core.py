@@ -38,7 +38,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 
-
 from rlvr_cli.algo.length_bias import conditional_verbosity
 from rlvr_cli.algo.passk import maj_at_k, mean_pass_at_k
 from rlvr_cli.evaluation.decoding import (
