@@ -66,9 +66,12 @@ def row_keys(stream: int, rows: list[tuple[int, int]] | torch.Tensor, device="cp
     return mix64(z ^ mix64(ids[:, 1] + 1)).to(device)
 
 
-def uniforms(keys: torch.Tensor, t: int) -> torch.Tensor:
-    """The t-th uniform in [0, 1) of each key (float64, 53 random bits)."""
-    z = mix64(keys + _signed((t + 1) * _GOLDEN))
+def uniforms(keys: torch.Tensor, t: int | torch.Tensor) -> torch.Tensor:
+    """The t-th uniform in [0, 1) of each key (float64, 53 random bits). ``t`` may be a tensor that broadcasts
+    against ``keys`` (e.g. ``uniforms(keys[:, None], torch.arange(T))``, every draw of a sampling call at once):
+    int64 arithmetic wraps modulo 2^64 like the Python-int reference, so the values are the same bits."""
+    step = (t + 1) * _signed(_GOLDEN) if isinstance(t, torch.Tensor) else _signed((t + 1) * _GOLDEN)
+    z = mix64(keys + step)
     return _srl(z, 11).to(torch.float64) * (2.0**-53)
 
 
@@ -80,6 +83,10 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     cdf = probs.to(torch.float64).cumsum(dim=-1)
     target = (u.to(cdf.device) * cdf[:, -1]).unsqueeze(-1)
     idx = torch.searchsorted(cdf, target, right=True).squeeze(-1)
-    # u * cdf_V can round up to cdf_V itself: fall back to the last token of positive probability
-    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(dim=-1)
-    return torch.minimum(idx, last)
+    # an index inside the vocabulary has p_i > 0 (the cdf rises there); u * cdf_V can round up to cdf_V
+    # itself, past the end: then fall back to the last token of positive probability
+    v = probs.shape[-1]
+    if bool((idx >= v).any()):
+        last = v - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(dim=-1)
+        idx = torch.minimum(idx, last)
+    return idx

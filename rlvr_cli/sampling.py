@@ -158,15 +158,16 @@ class _Static:
         nh = c.num_attention_heads
         hd = getattr(c, "head_dim", None) or c.hidden_size // nh
         b = tok.shape[0]
-        cos, sin = self.cos[pos][:, None, None, :], self.sin[pos][:, None, None, :]
+        # q and k are rotated together (the same elementwise operations, so the same values as one at a time)
+        cos, sin = self.cos[pos][:, None, None, None, :], self.sin[pos][:, None, None, None, :]
         x = m.embed_tokens(tok[:, None])
         for i, layer in enumerate(m.layers):
             a = layer.self_attn
             h = layer.input_layernorm(x)
-            q, k, v = F.linear(h, self.qkv[i]).view(b, 1, 3, nh, hd).transpose(1, 3).unbind(2)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
-            x = x + F.linear(self._attend(q, k, v, i, s, keep, a.scaling), a.o_proj.weight)
+            qkv = F.linear(h, self.qkv[i]).view(b, 1, 3, nh, hd).transpose(1, 3)  # [b, heads, q/k/v, 1, hd]
+            qk = qkv[:, :, :2]
+            q, k = (qk * cos + _rotate_half(qk) * sin).unbind(2)
+            x = x + F.linear(self._attend(q, k, qkv[:, :, 2], i, s, keep, a.scaling), a.o_proj.weight)
             h = layer.post_attention_layernorm(x)
             gate, up = F.linear(h, self.gate_up[i]).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
@@ -296,6 +297,8 @@ def generate(
         if len(row_keys) != b:
             raise ValueError(f"row_keys: {len(row_keys)} keys for {b} prompts")
         keys = torch.as_tensor(row_keys, dtype=torch.long).to(device)
+        # every draw of this call at once, [original row, t]: the same values as uniforms(keys, t) step by step
+        table = uniforms(keys[:, None], torch.arange(max_new_tokens, device=device))
     with amp:
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1, :].float()
@@ -332,7 +335,7 @@ def generate(
         else:
             probs = torch.softmax(filter_logits(z, top_p, top_k), dim=-1)
             if keys is not None:  # each row's own counter-based stream: independent of the batch it is in
-                tok = sample_inverse_cdf(probs, uniforms(keys[own], t))
+                tok = sample_inverse_cdf(probs, table[own, t])
             else:
                 tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         tokens[t].index_copy_(0, own, tok)

@@ -62,3 +62,17 @@ def test_inverse_cdf_frequencies_follow_the_probabilities():
     u = uniforms(row_keys(stream_key(3), [(j, 0) for j in range(40000)]), 0)
     freq = torch.bincount(sample_inverse_cdf(probs, u), minlength=4).float() / 40000
     assert torch.allclose(freq, torch.tensor([0.1, 0.2, 0.3, 0.4]), atol=0.01)
+
+
+def test_a_table_of_every_draw_equals_the_draws_one_step_at_a_time():
+    keys = row_keys(stream_key(5, "table"), [(j, k) for j in range(7) for k in range(3)])
+    table = uniforms(keys[:, None], torch.arange(40))
+    step_by_step = torch.stack([uniforms(keys, t) for t in range(40)], dim=1)
+    assert torch.equal(table, step_by_step)  # the same bits, int64 wrap-around included
+
+
+def test_a_target_at_the_total_falls_back_to_the_last_positive_token():
+    probs = torch.tensor([[0.0, 0.75, 0.0, 0.25, 0.0], [0.5, 0.5, 0.0, 0.0, 0.0]])
+    # u = 1 puts the target at cdf_V itself, past every index: the last token of positive probability
+    assert sample_inverse_cdf(probs, torch.tensor([1.0, 1.0], dtype=torch.float64)).tolist() == [3, 1]
+    assert sample_inverse_cdf(probs, torch.tensor([0.9, 0.9], dtype=torch.float64)).tolist() == [3, 1]
