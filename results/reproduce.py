@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,18 +169,28 @@ def run_one(cmd: list[str], out: Path, dry: bool, log: list[str]) -> bool:
     return rc == 0
 
 
-def run_experiment(exp: Experiment, seeds: int, jobs: int, dry: bool) -> None:
+def run_experiment(exp: Experiment, seeds: int, submit, dry: bool, ready=lambda: None) -> None:
+    """Train an experiment's prerequisites (in order), then all its runs, then compare them.
+
+    ``submit(fn)`` runs ``fn`` in a slot of the shared pool and returns a future (or runs it at once in
+    a dry run); this function only waits, so several experiments can be in flight at the same time.
+    ``ready()`` is called before each wait: everything that can be queued so far has been.
+    """
     commands: list[str] = []
     for recipe, out in exp.prerequisites:
-        run_one(train_command(recipe, Path(out), None), Path(out), dry, commands)
+        f = submit(lambda r=recipe, o=out: run_one(train_command(r, Path(o), None), Path(o), dry, commands))
+        ready()
+        f.result()
     runs = [
         (train_command(recipe, RUNS / exp.name / f"{variant}-seed{s}", s), RUNS / exp.name / f"{variant}-seed{s}")
         for s in range(exp.seeds or seeds)
         for variant, recipe in exp.variants.items()
     ]
     logs: list[list[str]] = [[] for _ in runs]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(lambda i: run_one(runs[i][0], runs[i][1], dry, logs[i]), range(len(runs))))
+    futures = [submit(lambda i=i: run_one(runs[i][0], runs[i][1], dry, logs[i])) for i in range(len(runs))]
+    ready()
+    for f in futures:
+        f.result()
     commands += [c for log in logs for c in log]
     out = RESULTS / exp.name
     compare = ["rlvr", "compare", *[str(r) for _, r in runs], "--out", str(out), *exp.compare_args]
@@ -185,13 +198,93 @@ def run_experiment(exp: Experiment, seeds: int, jobs: int, dry: bool) -> None:
     if dry:
         print(shlex.join(compare))
         return
-    subprocess.run(runnable(compare), cwd=ROOT, check=False)
+    (ROOT / RUNS / exp.name).mkdir(parents=True, exist_ok=True)
+    with open(ROOT / RUNS / exp.name / "compare.log", "w") as f:  # experiments finish interleaved: no tables here
+        rc = subprocess.run(runnable(compare), cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
+    print(f"[{'compared' if rc == 0 else f'compare FAILED rc={rc}'}] {exp.name} -> {out} "
+          f"(log: {RUNS / exp.name / 'compare.log'})", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "commands.md").write_text(
         f"# {exp.name}: the commands that produced this directory\n\n"
         "Run from the repository root (`python results/reproduce.py --only "
         f"{exp.name}` runs them all, skipping finished runs).\n\n```bash\n" + "\n".join(commands) + "\n```\n"
     )
+
+
+def checkout_env() -> dict:
+    """The environment for a script that calls `rlvr`: PATH starts with a shim that runs this checkout's code."""
+    shim = Path(tempfile.mkdtemp(prefix="rlvr-reproduce-bin-"))
+    exe = shim / "rlvr"
+    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m rlvr_cli "$@"\n')
+    exe.chmod(0o755)
+    env = dict(os.environ)
+    env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(ROOT)
+    return env
+
+
+def run_script(name: str, cmd: list[str], dry: bool) -> None:
+    """A results script (its own pipeline of `rlvr` commands) in one slot, with this checkout's `rlvr`."""
+    if dry:
+        print(shlex.join(cmd))
+        return
+    t0 = time.time()
+    print(f"[start] {name}: {shlex.join(cmd)}", flush=True)
+    (ROOT / RUNS).mkdir(parents=True, exist_ok=True)
+    with open(ROOT / RUNS / f"{name}.log", "w") as f:
+        rc = subprocess.run(cmd, cwd=ROOT, env=checkout_env(), stdout=f, stderr=subprocess.STDOUT).returncode
+    print(f"[{'done' if rc == 0 else f'FAILED rc={rc}'}] {name} in {time.time() - t0:.0f}s", flush=True)
+
+
+SCRIPTS = {
+    "r1": ["bash", "results/r1_pipeline.sh"],
+    "inference_compute": [sys.executable, "results/inference_compute.py"],
+}
+"""Results made by their own scripts (a serial pipeline each): one pool slot each."""
+
+
+def schedule(experiments: list[Experiment], scripts: list[str]) -> list:
+    """The order work enters the pool: the longest serial chains first (the R1 pipeline, then experiments
+    whose runs wait for a prerequisite), so that no core idles at the end waiting on one chain."""
+    chained = [e for e in experiments if e.prerequisites]
+    return ([("script", s) for s in scripts if s == "r1"] + [("experiment", e) for e in chained]
+            + [("script", s) for s in scripts if s != "r1"]
+            + [("experiment", e) for e in experiments if not e.prerequisites])
+
+
+def reproduce(experiments: list[Experiment], scripts: list[str], seeds: int, jobs: int, dry: bool) -> None:
+    """Everything through one pool of ``jobs`` slots: every experiment's runs and every script are in flight
+    together, so a slot never idles while any work is left (an experiment at a time would leave one
+    core idle for its last run, and during each prerequisite and each script). A dry run prints the
+    commands in order instead."""
+    work = schedule(experiments, scripts)
+    if dry:
+        done = Future()
+        done.set_result(None)
+
+        def inline(fn):
+            fn()
+            return done
+
+        for kind, item in work:
+            if kind == "experiment":
+                print(f"== {item.name}", flush=True)
+                run_experiment(item, seeds, inline, True)
+            else:
+                print(f"== {item}", flush=True)
+                run_script(item, SCRIPTS[item], True)
+        return
+    with ThreadPoolExecutor(max_workers=jobs) as pool, ThreadPoolExecutor(max_workers=len(work)) as waiters:
+        pending = []
+        for kind, item in work:  # the pool's queue is first in, first out: queue in the order of `work`
+            if kind == "experiment":
+                queued = threading.Event()
+                pending.append(waiters.submit(run_experiment, item, seeds, pool.submit, False, queued.set))
+                queued.wait()
+            else:
+                pending.append(pool.submit(run_script, item, SCRIPTS[item], False))
+        for f in pending:
+            f.result()
 
 
 def main() -> None:
@@ -210,22 +303,13 @@ def main() -> None:
     RUNS, RESULTS = Path(args.runs), Path(args.results)
     OVERRIDES[:] = [f"threads={args.threads}", *args.set] if args.threads != 1 else list(args.set)
     t0 = time.time()
-    names = {e.name for e in EXPERIMENTS} | {"r1", "inference_compute"}
+    names = {e.name for e in EXPERIMENTS} | set(SCRIPTS)
     unknown = set(args.only or []) - names
     if unknown:
         sys.exit(f"unknown experiment(s) {sorted(unknown)}; choose from {sorted(names)}")
-    for exp in EXPERIMENTS:
-        if not args.only or exp.name in args.only:
-            print(f"== {exp.name}", flush=True)
-            run_experiment(exp, args.seeds, args.jobs, args.dry_run)
-    if not args.only or "inference_compute" in args.only:
-        print("== inference_compute", flush=True)
-        cmd = [sys.executable, "results/inference_compute.py"]
-        print(shlex.join(cmd)) if args.dry_run else subprocess.run(cmd, cwd=ROOT, check=False)
-    if not args.only or "r1" in args.only:
-        print("== r1", flush=True)
-        cmd = ["bash", "results/r1_pipeline.sh"]
-        print(shlex.join(cmd)) if args.dry_run else subprocess.run(cmd, cwd=ROOT, check=False)
+    experiments = [e for e in EXPERIMENTS if not args.only or e.name in args.only]
+    scripts = [name for name in SCRIPTS if not args.only or name in args.only]
+    reproduce(experiments, scripts, args.seeds, args.jobs, args.dry_run)
     if not args.dry_run:
         print(f"== wall time {time.time() - t0:.0f} s (--jobs {args.jobs}, --threads {args.threads})", flush=True)
 

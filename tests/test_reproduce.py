@@ -36,3 +36,48 @@ def test_commands_run_with_this_checkouts_code():
     assert mod.runnable(["rlvr", "train", "x.yaml"]) == [sys.executable, "-m", "rlvr_cli", "train", "x.yaml"]
     assert mod.runnable(["bash", "results/r1_pipeline.sh"]) == ["bash", "results/r1_pipeline.sh"]
     assert mod.train_command("r.yaml", Path("o"), 3) == ["rlvr", "train", "r.yaml", "--out", "o", "--seed", "3"]
+
+
+def test_one_pool_runs_everything_longest_chains_first_prerequisites_before_their_runs(monkeypatch, tmp_path):
+    mod = load()
+    events: list[tuple[str, str]] = []
+    busy = {"now": 0, "most": 0}
+
+    def work(name):
+        events.append(("start", name))
+        busy["now"] += 1
+        busy["most"] = max(busy["most"], busy["now"])
+        import time
+
+        time.sleep(0.02)
+        busy["now"] -= 1
+        events.append(("end", name))
+        return True
+
+    monkeypatch.setattr(mod, "run_one", lambda cmd, out, dry, log: log.append(str(out)) or work(str(out)))
+    monkeypatch.setattr(mod, "run_script", lambda name, cmd, dry: work(name))
+    monkeypatch.setattr(mod.subprocess, "run", lambda *a, **k: type("R", (), {"returncode": 0})())
+    monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(mod, "ROOT", tmp_path)
+    plain = mod.Experiment("plain", {"a": "a.yaml", "b": "b.yaml"})
+    chained = mod.Experiment("chained", {"c": "c.yaml"}, prerequisites=[("base.yaml", str(tmp_path / "base"))])
+    mod.reproduce([plain, chained], ["inference_compute", "r1"], seeds=2, jobs=2, dry=False)
+    starts = [n for kind, n in events if kind == "start"]
+    assert len(starts) == 1 + 4 + 2 + 2  # the prerequisite, 2 x 2 plain runs, 2 chained runs, 2 scripts
+    assert starts[:2] == ["r1", str(tmp_path / "base")]  # the serial chains are queued first
+    assert starts.index("inference_compute") < starts.index(str(tmp_path / "runs/plain/a-seed0"))
+    base_end = events.index(("end", str(tmp_path / "base")))
+    assert all(events.index(("start", str(tmp_path / f"runs/chained/c-seed{s}"))) > base_end for s in (0, 1))
+    assert busy["most"] == 2  # never more than --jobs at once
+    for exp in ("plain", "chained"):
+        assert (tmp_path / "results" / exp / "commands.md").is_file()
+
+
+def test_scripts_call_this_checkouts_rlvr():
+    mod = load()
+    env = mod.checkout_env()
+    out = subprocess.run(["sh", "-c", "command -v rlvr && rlvr --help >/dev/null && echo ok"], env=env,
+                         capture_output=True, text=True, cwd="/")
+    assert out.stdout.splitlines()[-1] == "ok", out.stderr
+    assert str(ROOT) in env["PYTHONPATH"].split(":")
