@@ -6,7 +6,11 @@
 The work is the bench config (bench/bench_config.py): a 1.06M-parameter Llama from a config, 8
 prompts x 8 responses, at most 32 new tokens, GRPO (group-std advantages, token ratio clipped at
 0.2, k3 KL in the loss with beta 0.04, mean over each sequence's tokens then over sequences), AdamW
-lr 1e-5, gradient clipping 1.0, float32, 1 thread. rlvr runs bench/bench_grpo.yaml on the exported
+lr 1e-5, gradient clipping 1.0, float32, 1 thread. The update's forward/backward is split into
+--micro-batches passes on both sides (default 4, the value rlvr's presets ship): rlvr's
+`optim.micro_batches` (rows sorted by length, so each pass pads less), TRL's
+`gradient_accumulation_steps` with `per_device_train_batch_size` = 64 / that (rows in order; TRL
+pads every completion to the batch's longest). The gradient is the same either way. rlvr runs bench/bench_grpo.yaml on the exported
 model; TRL 1.16 builds the identical model in memory (checked weight for weight).
 
 Three measurements, each repeated --reps times with the order of A and B swapped every repetition
@@ -18,7 +22,8 @@ Three measurements, each repeated --reps times with the order of A and B swapped
 2. sample: rlvr's sampler against `model.generate` (do_sample, temperature 1, top-k off, top-p 1,
    KV cache) on the same 64-row batch and model: valid completion tokens (up to and including the
    first EOS) per second, rlvr / generate; also per second of this process's CPU time, which other
-   processes on a shared machine disturb less than wall time.
+   processes on a shared machine disturb less than wall time. rlvr samples as its trainer does
+   (keyed draws, `row_keys`); the same sampler with one `torch.Generator` for the batch is timed too.
 3. floor: the GEMM rate this machine reaches on the step's own matmul shapes (forward and both
    backward products at 64 x 42 rows, decode at 64 rows), the model FLOPs of a step, and the step
    time against FLOPs / rate (an MFU-style ratio; 1.0 would be matmuls only).
@@ -71,7 +76,7 @@ def have_trl() -> str | None:
 
 
 # --- TRL ---------------------------------------------------------------------------------------------
-def trl_run(steps: int, beta: float, fixed: bool, seed: int, work: Path) -> dict:
+def trl_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, micro: int = 1) -> dict:
     """A fresh GRPOTrainer on the bench config; seconds of each step and valid completion tokens."""
     import transformers
     from transformers import TrainerCallback
@@ -90,7 +95,8 @@ def trl_run(steps: int, beta: float, fixed: bool, seed: int, work: Path) -> dict
     cfg = GRPOConfig(
         output_dir=str(work / "trl_out"), use_cpu=True, bf16=False, fp16=False,
         gradient_checkpointing=False, activation_checkpointing=False, use_vllm=False,
-        per_device_train_batch_size=P * G, gradient_accumulation_steps=1, num_generations=G, num_iterations=1,
+        per_device_train_batch_size=P * G // micro, gradient_accumulation_steps=micro, num_generations=G,
+        num_iterations=1,
         max_completion_length=NEW, shuffle_dataset=False, temperature=1.0, top_p=1.0, top_k=0,
         generation_kwargs={"min_new_tokens": NEW} if fixed else None,
         beta=beta, loss_type="grpo", epsilon=0.2, scale_rewards="group",
@@ -137,14 +143,15 @@ def valid_tokens(gen: torch.Tensor) -> int:
 
 
 # --- rlvr --------------------------------------------------------------------------------------------
-def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_dir: Path, data: tuple) -> dict:
+def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_dir: Path, data: tuple,
+             micro: int = 1) -> dict:
     """A fresh rlvr run of bench/bench_grpo.yaml; its step_time_s and gen_tokens per step."""
     import rlvr_cli.train.rl as rl
     from rlvr_cli.recipe.load import load_recipe
     from rlvr_cli.train.rundir import RunDir
 
     over = [f"model.name={model_dir}", f"task.path={data[0]}", f"task.eval_path={data[1]}", f"steps={steps}",
-            f"seed={seed}", f"kl.beta={beta}", f"rollout.ignore_eos={str(fixed).lower()}"]
+            f"seed={seed}", f"kl.beta={beta}", f"rollout.ignore_eos={str(fixed).lower()}", f"optim.micro_batches={micro}"]
     if beta == 0:
         over.append("kl.track=false")  # TRL loads no reference model at beta 0
     recipe = load_recipe(HERE / "bench_grpo.yaml", over)
@@ -157,13 +164,20 @@ def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_
 
 # --- sampler against model.generate ----------------------------------------------------------------------
 def sample_pair(model, tok, fixed: bool, seed: int, calls: int, rlvr_first: bool) -> dict:
+    from rlvr_cli.keyed_random import row_keys, stream_key
     from rlvr_cli.sampling import generate
 
     problems = bc.rows(P, 0)
     ids = [tok(r["prompt"])["input_ids"] for r in problems for _ in range(G)]
     enc = tok([r["prompt"] for r in problems for _ in range(G)], return_tensors="pt", padding=True)
 
-    def ours(s):
+    def ours(s):  # as the trainer samples: each row's draws keyed by its identity
+        keys = row_keys(stream_key(s, "bench"), [(i, j) for i in range(P) for j in range(G)])
+        out = generate(model, ids, max_new_tokens=NEW, eos_token_id=bc.EOS, pad_token_id=bc.PAD, row_keys=keys,
+                       ignore_eos=fixed)
+        return out.gen_tokens
+
+    def ours_generator(s):  # one torch.Generator for the batch, as model.generate draws
         out = generate(model, ids, max_new_tokens=NEW, eos_token_id=bc.EOS, pad_token_id=bc.PAD,
                        generator=torch.Generator().manual_seed(s), ignore_eos=fixed)
         return out.gen_tokens
@@ -175,8 +189,9 @@ def sample_pair(model, tok, fixed: bool, seed: int, calls: int, rlvr_first: bool
                                  eos_token_id=bc.EOS, pad_token_id=bc.PAD, **({"min_new_tokens": NEW} if fixed else {}))
         return valid_tokens(out[:, enc["input_ids"].shape[1]:])
 
-    rate: dict = {"rlvr": [], "generate": [], "rlvr_cpu": [], "generate_cpu": []}
-    order = [("rlvr", ours), ("generate", theirs)]
+    rate: dict = {k: [] for k in ("rlvr", "rlvr_generator", "generate", "rlvr_cpu", "rlvr_generator_cpu",
+                                  "generate_cpu")}
+    order = [("rlvr", ours), ("rlvr_generator", ours_generator), ("generate", theirs)]
     for i in range(calls):
         for name, fn in order if (rlvr_first ^ bool(i % 2)) else order[::-1]:
             t0, c0 = time.perf_counter(), time.process_time()
@@ -233,6 +248,9 @@ def main() -> None:
     ap.add_argument("--beta", type=float, default=0.04)
     ap.add_argument("--modes", nargs="+", default=["default", "fixed"], choices=["default", "fixed"])
     ap.add_argument("--only", nargs="+", default=["step", "sample", "floor"], choices=["step", "sample", "floor"])
+    ap.add_argument("--micro-batches", type=int, default=4, choices=[1, 2, 4, 8],
+                    help="forward/backward passes per update on both sides (default 4, the rlvr presets' value): "
+                         "rlvr's optim.micro_batches (length-sorted), TRL's gradient_accumulation_steps (in order)")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -256,15 +274,16 @@ def main() -> None:
             results["floor_start"] = floor_probe()
             print("compute floor:", json.dumps(results["floor_start"]))
         steps: dict = {m: {"trl": [], "rlvr": [], "ratio": []} for m in args.modes}
-        samples: dict = {m: {"rlvr": [], "generate": [], "ratio": [], "ratio_cpu": []} for m in args.modes}
+        samples: dict = {m: {"rlvr": [], "rlvr_generator": [], "generate": [], "ratio": [], "ratio_cpu": [],
+                             "ratio_generator": []} for m in args.modes}
         for rep in range(args.reps):
             for mode in args.modes:
                 fixed = mode == "fixed"
                 if "step" in args.only and not trl_missing:
                     got = {}
                     for who in (("trl", "rlvr") if rep % 2 == 0 else ("rlvr", "trl")):
-                        run = (trl_run(args.steps, args.beta, fixed, 0, work) if who == "trl"
-                               else rlvr_run(args.steps, args.beta, fixed, 0, work, model_dir, data))
+                        run = (trl_run(args.steps, args.beta, fixed, 0, work, args.micro_batches) if who == "trl"
+                               else rlvr_run(args.steps, args.beta, fixed, 0, work, model_dir, data, args.micro_batches))
                         got[who] = statistics.median(run["step_s"][1:] or run["step_s"])
                         steps[mode][who].append(got[who])
                         steps[mode].setdefault(f"{who}_tokens", []).append(statistics.median(run["tokens"]))
@@ -273,13 +292,15 @@ def main() -> None:
                           f"TRL/rlvr {got['trl'] / got['rlvr']:.2f}x", flush=True)
                 if "sample" in args.only:
                     r = sample_pair(model, tok, fixed, rep, args.calls, rlvr_first=rep % 2 == 0)
-                    for k in ("rlvr", "generate"):
+                    for k in ("rlvr", "rlvr_generator", "generate"):
                         samples[mode][k].append(r[k])
                     samples[mode]["ratio"].append(r["rlvr"] / r["generate"])
                     samples[mode]["ratio_cpu"].append(r["rlvr_cpu"] / r["generate_cpu"])
-                    print(f"rep {rep + 1} sample {mode:7s}: rlvr {r['rlvr']:.0f} tok/s  generate "
-                          f"{r['generate']:.0f} tok/s  rlvr/generate {r['rlvr'] / r['generate']:.2f}x "
-                          f"(CPU time {r['rlvr_cpu'] / r['generate_cpu']:.2f}x)", flush=True)
+                    samples[mode]["ratio_generator"].append(r["rlvr_generator"] / r["generate"])
+                    print(f"rep {rep + 1} sample {mode:7s}: rlvr {r['rlvr']:.0f} tok/s (one generator "
+                          f"{r['rlvr_generator']:.0f})  generate {r['generate']:.0f} tok/s  rlvr/generate "
+                          f"{r['rlvr'] / r['generate']:.2f}x (CPU time {r['rlvr_cpu'] / r['generate_cpu']:.2f}x; "
+                          f"one generator {r['rlvr_generator'] / r['generate']:.2f}x)", flush=True)
         if "floor" in args.only:
             results["floor_end"] = floor_probe()
             print("compute floor (end):", json.dumps(results["floor_end"]))
@@ -294,6 +315,7 @@ def main() -> None:
             print(f"sample {mode:7s} rlvr/generate: {summary(samples[mode]['ratio'])}; median tok/s rlvr "
                   f"{statistics.median(samples[mode]['rlvr']):.0f}, generate {statistics.median(samples[mode]['generate']):.0f}")
             print(f"sample {mode:7s} same, CPU time:  {summary(samples[mode]['ratio_cpu'])}")
+            print(f"sample {mode:7s} one generator:   {summary(samples[mode]['ratio_generator'])}")
     if "floor" in args.only:
         floor = statistics.mean([results["floor_start"]["matmul_floor_s"], results["floor_end"]["matmul_floor_s"]])
         results["floor_s_mean"] = floor

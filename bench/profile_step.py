@@ -16,7 +16,12 @@
      (what sequence packing would remove), on a batch the sampler actually drew;
    - a shared prompt prefix for the reference forward: each distinct prompt forwarded once, its KV
      cache copied to the G rows of its group, then the responses: CPU time against the trainer's one
-     forward over prompt + response, and the largest log-prob difference.
+     forward over prompt + response, and the largest log-prob difference; and for the update's
+     forward + backward: one forward, the trainer's length-sorted micro-batches, and the shared prefix
+     over one forward and over micro-batches of whole groups (the prefix is per group, so its
+     micro-batches cannot be sorted by row);
+   - the sampler's threshold for dropping finished rows from the decoded batch, with a check that
+     every threshold draws the same samples.
 
 Not a test: the figures depend on the machine and its load.
 """
@@ -233,6 +238,115 @@ def lever_shared_prefix(recipe: str, overrides: list[str], reps: int = 5) -> Non
           f"{full.input_ids.shape[1] - full.response_width}, {len(prompts)} rows, response width {full.response_width}): "
           f"{w * 1e3:.0f} ms -> {sh * 1e3:.0f} ms CPU ({w / sh:.2f}x), max |d log p| {diff:.1e}")
 
+    # the update: policy forward + backward of the whole batch, as one forward, as the trainer's length-sorted
+    # micro-batches, and with a shared prefix over micro-batches of whole groups (sorted by their longest response)
+    from transformers import DynamicCache
+
+    from rlvr_cli.train.batch import length_sorted_chunks
+
+    chunks = r.optim.micro_batches
+    lengths = [len(p) + len(q) for p, q in zip(prompts, resp)]
+    g = ro.group_size
+
+    def backward_whole(rows_of):
+        pk = pack([prompts[i] for i in rows_of], [resp[i] for i in rows_of], tok.pad_token_id)
+        lp, _ = response_logprobs(model, pk, ro.temperature)
+        (lp * pk.response_mask).sum().backward()
+        return lp.detach()
+
+    def backward_shared(groups):
+        rows_of = [k * g + j for k in groups for j in range(g)]
+        pk = pack([prompts[i] for i in rows_of], [resp[i] for i in rows_of], tok.pad_token_id)
+        ids, mask = _left_pad([distinct[k] for k in groups], tok.pad_token_id, "cpu")
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+        rep = torch.arange(len(groups)).repeat_interleave(g)
+        cache = DynamicCache()  # the prefix's keys and values copied to each row, gradients flowing back
+        for i, layer in enumerate((out.past_key_values if getattr(out, "cache", None) is None else out.cache).layers):
+            cache.update(layer.keys.index_select(0, rep), layer.values.index_select(0, rep), i)
+        body, body_mask = pk.response_ids[:, :-1], pk.response_mask[:, :-1].long()
+        body_pos = pos[rep, -1:] + 1 + torch.arange(body.shape[1])
+        tail = model(input_ids=body, attention_mask=torch.cat([mask[rep], body_mask], 1), position_ids=body_pos,
+                     use_cache=False, **{cache_kwarg(model): cache}).logits
+        logits = torch.cat([out.logits[rep, -1:], tail], 1)
+        lp = torch.log_softmax(logits.float() / ro.temperature, -1).gather(-1, pk.response_ids.unsqueeze(-1)).squeeze(-1)
+        (lp * pk.response_mask).sum().backward()
+        return lp.detach()
+
+    longest = [max(len(resp[k * g + j]) for j in range(g)) for k in range(len(distinct))]
+    by_len = sorted(range(len(distinct)), key=lambda k: longest[k])
+    per = max(1, -(-len(distinct) // chunks))
+    variants = {
+        "one forward": lambda: backward_whole(range(len(prompts))),
+        f"{chunks} length-sorted micro-batches (the trainer)": lambda: [
+            backward_whole(idx.tolist()) for idx in length_sorted_chunks(range(len(prompts)), lengths, chunks)],
+        "shared prefix, one forward": lambda: backward_shared(list(range(len(distinct)))),
+        f"shared prefix, {-(-len(distinct) // per)} micro-batches of whole groups": lambda: [
+            backward_shared(by_len[c : c + per]) for c in range(0, len(distinct), per)],
+    }
+    model.train(False)
+    model.zero_grad(set_to_none=True)
+    lp_whole = backward_whole(range(len(prompts)))
+    grads = [q.grad.clone() for q in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    lp_shared = backward_shared(list(range(len(distinct))))
+    d_lp = float(((lp_whole - lp_shared).abs() * full.response_mask).max())
+    d_grad = max(float((a - q.grad).abs().max() / (a.abs().max() + 1e-30)) for a, q in zip(grads, model.parameters()))
+    t = {k: [] for k in variants}
+    for i in range(reps + 1):
+        for name, fn in (list(variants.items()) if i % 2 == 0 else list(variants.items())[::-1]):
+            model.zero_grad(set_to_none=True)
+            c0 = time.process_time()
+            fn()
+            t[name].append(time.process_time() - c0)
+    base = statistics.median(t["one forward"])
+    print(f"the update's forward + backward (the same batch; shared prefix vs one forward: max |d log p| {d_lp:.1e}, "
+          f"largest gradient difference {d_grad:.1e} of its tensor's largest entry):")
+    for name, v in t.items():
+        print(f"  {name:50s} {statistics.median(v) * 1e3:6.0f} ms CPU ({base / statistics.median(v):.2f}x one forward)")
+
+
+def lever_drop_threshold(recipe: str, overrides: list[str], reps: int = 3) -> None:
+    """The sampler's DROP_FINISHED_AT: finished rows leave the decoded batch once this fraction has finished."""
+    import random
+
+    import rlvr_cli.sampling as sampling
+    from rlvr_cli.keyed_random import row_keys, stream_key
+    from rlvr_cli.models import load_model
+    from rlvr_cli.recipe.load import load_recipe
+    from rlvr_cli.tasks import build_task, encode_prompt
+
+    r = load_recipe(recipe, overrides)
+    model, tok, _ = load_model(r.model.name)
+    task, ro = build_task(r.task), r.rollout
+    problems = task.train_problems(random.Random(1), ro.prompts_per_step)
+    prompts = [encode_prompt(tok, task, p) for p in problems for _ in range(ro.group_size)]
+    shipped = sampling.DROP_FINISHED_AT
+    thresholds = [shipped, 0.125, 0.0625, 1e-9]
+    rates: dict[float, list[float]] = {d: [] for d in thresholds}
+    first: dict[int, object] = {}
+    same = True
+    try:
+        for rep in range(reps):
+            for d in thresholds if rep % 2 == 0 else thresholds[::-1]:
+                sampling.DROP_FINISHED_AT = d
+                c0, n = time.process_time(), 0
+                for s in range(3):
+                    keys = row_keys(stream_key(s, "drop"), [(i, 0) for i in range(len(prompts))])
+                    out = sampling.generate(model, prompts, max_new_tokens=ro.max_new_tokens, eos_token_id=tok.eos_token_id,
+                                            pad_token_id=tok.pad_token_id, temperature=ro.temperature, row_keys=keys)
+                    n += out.gen_tokens
+                    ref = first.setdefault(s, out)
+                    same &= out.response_ids == ref.response_ids and out.logprobs == ref.logprobs
+                rates[d].append(n / (time.process_time() - c0))
+    finally:
+        sampling.DROP_FINISHED_AT = shipped
+    print(f"finished rows leave the batch once this fraction has finished ({len(prompts)} rows, {ro.max_new_tokens} "
+          f"new tokens, {reps} interleaved repetitions; the same samples at every threshold: {same}):")
+    for d, v in rates.items():
+        label = "every finishing row" if d < 1e-6 else f"{d:g}" + (" (shipped)" if d == shipped else "")
+        print(f"  {label:22s} {statistics.median(v):8.0f} tokens per CPU second")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -254,6 +368,7 @@ def main() -> None:
     if args.levers:
         lever_kl_track(args.recipe, args.steps, args.set, args.reps)
         lever_shared_prefix(args.recipe, args.set)
+        lever_drop_threshold(args.recipe, args.set)
         lever_compile_and_padding(args.recipe, args.set)
 
 
