@@ -12,10 +12,16 @@ the exact commands written to results/<experiment>/commands.md. Finished runs ar
 interrupted ones resumed, so the script can be stopped and restarted at any time. Runs use
 --threads torch threads each (default 1); --jobs of them run side by side (default 2: on 2 cores two
 one-thread runs side by side finished sooner than one two-thread run at a time, see the README's
-Speed section). Training runs with this checkout's code (`python -m rlvr_cli`, from the repository
-root); commands.md records them as `rlvr ...`. --set overrides every training run (e.g. `steps=10`
-for a quick pass), --runs and --results put the run directories and comparisons elsewhere (the
-prerequisite runs keep their paths: the recipes that start from them name them).
+Speed section). All experiments share one pool of --jobs slots, fed the R1 pipeline and the
+experiments with a prerequisite first: an experiment is compared as soon as its own runs finish, and
+no slot idles while any run is left. Per-run output goes to <runs>/<experiment>/<run>.log, a
+comparison's to <runs>/<experiment>/compare.log, a script's to <runs>/<script>.log. Training runs
+with this checkout's code (`python -m rlvr_cli`, from the repository root; the scripts get an `rlvr`
+on PATH that runs it too); commands.md records them as `rlvr ...`. --set overrides every training
+run (e.g. `steps=10` for a quick pass), --runs and --results put the run directories and comparisons
+elsewhere (the prerequisite runs keep their paths: the recipes that start from them name them; the
+R1 pipeline and inference_compute write runs/experiments/r1 and results/r1, results/inference_compute
+as always).
 """
 
 from __future__ import annotations
@@ -252,6 +258,14 @@ def schedule(experiments: list[Experiment], scripts: list[str]) -> list:
             + [("experiment", e) for e in experiments if not e.prerequisites])
 
 
+def _released(event: threading.Event, fn, *args):
+    """``fn(*args)``, setting ``event`` however it ends (an error before its first wait must not hang the queue)."""
+    try:
+        return fn(*args)
+    finally:
+        event.set()
+
+
 def reproduce(experiments: list[Experiment], scripts: list[str], seeds: int, jobs: int, dry: bool) -> None:
     """Everything through one pool of ``jobs`` slots: every experiment's runs and every script are in flight
     together, so a slot never idles while any work is left (an experiment at a time would leave one
@@ -279,7 +293,8 @@ def reproduce(experiments: list[Experiment], scripts: list[str], seeds: int, job
         for kind, item in work:  # the pool's queue is first in, first out: queue in the order of `work`
             if kind == "experiment":
                 queued = threading.Event()
-                pending.append(waiters.submit(run_experiment, item, seeds, pool.submit, False, queued.set))
+                pending.append(waiters.submit(_released, queued, run_experiment, item, seeds, pool.submit, False,
+                                              queued.set))
                 queued.wait()
             else:
                 pending.append(pool.submit(run_script, item, SCRIPTS[item], False))

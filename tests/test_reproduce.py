@@ -81,3 +81,28 @@ def test_scripts_call_this_checkouts_rlvr():
                          capture_output=True, text=True, cwd="/")
     assert out.stdout.splitlines()[-1] == "ok", out.stderr
     assert str(ROOT) in env["PYTHONPATH"].split(":")
+
+
+def test_an_experiment_that_fails_before_queueing_anything_raises_instead_of_hanging(monkeypatch, tmp_path):
+    import threading
+
+    mod = load()
+    monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
+
+    def broken(*a, **k):
+        raise ValueError("no such recipe")
+
+    monkeypatch.setattr(mod, "train_command", broken)
+    got: list[BaseException] = []
+
+    def go():
+        try:
+            mod.reproduce([mod.Experiment("x", {"a": "a.yaml"})], [], seeds=1, jobs=2, dry=False)
+        except ValueError as e:
+            got.append(e)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(timeout=20)
+    assert not t.is_alive(), "reproduce() hung on an experiment that failed before queueing a run"
+    assert got and "no such recipe" in str(got[0])
