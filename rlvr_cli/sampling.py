@@ -134,12 +134,19 @@ class _Static:
 
     def select(self, idx: torch.Tensor) -> None:
         self.kv = [buf.index_select(1, idx) for buf in self.kv]
+        self.unmasked = None
+
+    unmasked: bool | None = None
+    """Whether no key of the decoded rows is masked: only the prompts' padding is, so this holds from one
+    `select` to the next (every generated slot is attended)."""
 
     def step(self, tok: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         s = self.slot
         self.slot += 1
         keep = mask[:, None, None, : s + 1]
-        if bool(keep.all()):
+        if self.unmasked is None:
+            self.unmasked = bool(keep.all())
+        if self.unmasked:
             keep = None  # what transformers passes when no key is masked
         if self.cfg.model_type == "llama":
             return self._llama(tok, pos, s, keep)
@@ -325,9 +332,11 @@ def generate(
     for t in range(max_new_tokens):
         if n_live < live.numel():
             sel = torch.nonzero(live).flatten()
-            z, own = logits[sel] / temperature, rows[sel]
+            z, own = logits[sel], rows[sel]
         else:
-            sel, z, own = None, logits / temperature, rows
+            sel, z, own = None, logits, rows
+        if temperature != 1.0:  # z / 1 is z: skip the operation, not the rounding
+            z = z / temperature
         if suppress is not None and t < suppress_until:
             z[:, suppress] = float("-inf")
         if greedy:
