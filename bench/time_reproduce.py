@@ -138,9 +138,10 @@ def plan(root: Path) -> dict:
             "prereq_dirs": [d for _, d in e.prerequisites],
             "runs": [r for _ in range(e.seeds or seeds) for r in e.variants.values()],
         }
-    names = [e.name for e in mod.EXPERIMENTS]
-    order = [name for kind, name in ((k, i if isinstance(i, str) else i.name) for k, i in mod.schedule(
-        mod.EXPERIMENTS, list(mod.SCRIPTS)))] if hasattr(mod, "schedule") else names + ["inference_compute", "r1"]
+    if hasattr(mod, "schedule"):  # one pool, fed in this order
+        order = [item if kind == "script" else item.name for kind, item in mod.schedule(mod.EXPERIMENTS, list(mod.SCRIPTS))]
+    else:  # an experiment at a time in their order, then inference_compute and the R1 pipeline
+        order = [e.name for e in mod.EXPERIMENTS] + ["inference_compute", "r1"]
     return {"experiments": out, "order": order, "pool": hasattr(mod, "schedule")}
 
 
