@@ -32,7 +32,7 @@ Each comes twice: "default" (a response stops at its first EOS) and "fixed" (eve
 exactly 32 tokens: `min_new_tokens=32` for TRL and `model.generate`, `rollout.ignore_eos` for rlvr),
 which makes the compute per step identical whatever the random streams draw.
 
-TRL is optional (`pip install -e .[bench]`, or `pip install --no-deps trl==1.16.0 accelerate` plus
+TRL is optional (`pip install -e ".[trl]"`, or `pip install --no-deps trl==1.16.0 accelerate` plus
 psutil): without it the step comparison is skipped with a message and the rest runs. Not a test;
 the figures depend on the machine and its load.
 """
