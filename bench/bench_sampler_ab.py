@@ -37,8 +37,11 @@ P, G, NEW = 8, 8, 32  # the bench batch of bench/bench_vs_trl.py
 def sampler_at(rev: str, work: Path):
     """`rlvr_cli.sampling` as it was at ``rev``, importing that revision's keyed_random."""
     def show(path: str) -> str:
-        return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout
+        got = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True)
+        if got.returncode != 0:
+            print(f"error: revision {rev!r}: no {path} there ({got.stderr.strip()})", file=sys.stderr)
+            sys.exit(2)
+        return got.stdout
 
     (work / "keyed_random_at_rev.py").write_text(show("rlvr_cli/keyed_random.py"))
     (work / "sampling_at_rev.py").write_text(show("rlvr_cli/sampling.py").replace(

@@ -252,6 +252,11 @@ def main() -> None:
     MODELS_DIR = Path(f"{args.cache}.models") if args.cache else None
     cache = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).is_file() else {}
     roots = [HERE] + ([Path(args.baseline).resolve()] if args.baseline else [])
+    for root in roots:
+        if not (root / "results" / "reproduce.py").is_file() or not (root / "rlvr_cli").is_dir():
+            print(f"error: --baseline {root}: not an rlvr checkout (no results/reproduce.py and rlvr_cli/)",
+                  file=sys.stderr)
+            sys.exit(2)
     plans = {root: plan(root) for root in roots}
     prereq_of = {root: {d: r for e in plans[root]["experiments"].values() for r, d in zip(e["prereq"], e["prereq_dirs"])}
                  for root in roots}

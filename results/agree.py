@@ -30,9 +30,15 @@ def load(directory: Path) -> dict[str, dict]:
     out = {}
     for path in sorted(directory.glob("*/summary.json")):
         try:
-            out[path.parent.name] = json.loads(path.read_text())
+            data = json.loads(path.read_text())
         except (OSError, ValueError) as e:
             print(f"skipping {path}: {e}", file=sys.stderr)
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("variants"), list) or not all(
+                isinstance(v, dict) and "label" in v for v in data["variants"]):
+            print(f"skipping {path}: not an `rlvr compare` summary (no list of labelled variants)", file=sys.stderr)
+            continue
+        out[path.parent.name] = data
     return out
 
 
@@ -67,12 +73,13 @@ def compare(a: dict[str, dict], b: dict[str, dict], names: tuple[str, str]) -> i
                 continue
             cells, ok = [], True
             for mode in MODES:
-                ca, cb = va[label]["diagnosis"].get(mode, {}), vb[label]["diagnosis"].get(mode, {})
+                ca = (va[label].get("diagnosis") or {}).get(mode) or {}
+                cb = (vb[label].get("diagnosis") or {}).get(mode) or {}
                 same = majority(ca) == majority(cb)
                 ok &= same
                 disagree += not same
                 cells.append(f"{mode} {counts_text(ca)} | {counts_text(cb)}{'' if same else ' DIFFERS'}")
-            fa, fb = va[label]["final"], vb[label]["final"]
+            fa, fb = va[label].get("final") or {}, vb[label].get("final") or {}
             print(f"  {label}{'' if ok else '  <-- a verdict differs'}")
             print(f"    {'; '.join(cells)}")
             print(f"    pass@1 {stat(fa, 'pass@1')} | {stat(fb, 'pass@1')};  pass@k {stat(fa, 'pass@k')} | "

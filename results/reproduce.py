@@ -27,9 +27,11 @@ as always).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -220,6 +222,7 @@ def run_experiment(exp: Experiment, seeds: int, submit, dry: bool, ready=lambda:
 def checkout_env() -> dict:
     """The environment for a script that calls `rlvr`: PATH starts with a shim that runs this checkout's code."""
     shim = Path(tempfile.mkdtemp(prefix="rlvr-reproduce-bin-"))
+    atexit.register(shutil.rmtree, shim, True)
     exe = shim / "rlvr"
     exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m rlvr_cli "$@"\n')
     exe.chmod(0o755)

@@ -44,3 +44,13 @@ def test_an_empty_directory_is_an_error_not_agreement(tmp_path):
     (tmp_path / "b").mkdir()
     out = agree(tmp_path / "a", tmp_path / "b")
     assert out.returncode == 2 and "no */summary.json" in out.stderr
+
+
+def test_a_summary_that_is_not_a_comparison_is_skipped_with_its_name(tmp_path):
+    summary(tmp_path / "a", "entropy", {"detected": 3}, 0.36)
+    summary(tmp_path / "b", "entropy", {"detected": 3}, 0.36)
+    (tmp_path / "b" / "kl").mkdir()
+    (tmp_path / "b" / "kl" / "summary.json").write_text('{"runs": []}')  # no variants: not rlvr compare's
+    out = agree(tmp_path / "a", tmp_path / "b")
+    assert out.returncode == 0, out.stderr
+    assert "kl" in out.stderr and "not an `rlvr compare` summary" in out.stderr
