@@ -94,7 +94,8 @@ def _collective(name: str, fn):
         raise _collective_failed(name, e) from None
 
 
-_BACKEND_SIGNS = ("gloo", "nccl", "timed out", "connection closed", "connection reset", "read error", "broken pipe")
+_BACKEND_SIGNS = ("gloo", "nccl", "timed out", "application timeout", "pair closure", "connection closed",
+                  "connection reset", "read error", "broken pipe")
 
 
 def collective_failure(e: BaseException) -> RunFailed | None:
