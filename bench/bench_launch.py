@@ -5,7 +5,8 @@ rlvr_cli/forkserver.py (what results/reproduce.py does), interleaved A/B.
     python bench/bench_launch.py --recipe kl/drift --steps 100 --reps 2
 
 Each repetition trains the same recipe and seed both ways (the order alternates) and prints the
-wall seconds of each, their difference, and whether the two runs logged the same metrics and eval
+wall seconds of each, their difference, the seconds their steps took (the sum of `step_time_s`: a
+forked process must not compute more slowly), and whether the two runs logged the same metrics and eval
 numbers (timings left out). Not a test; the figures depend on the machine and its load.
 """
 
@@ -48,11 +49,11 @@ def main() -> None:
         sys.exit(f"no recipe {recipe}")
     work = Path(tempfile.mkdtemp(prefix="bench-launch-"))
     base = ["train", str(recipe), "--seed", "0", "--set", f"steps={args.steps}"]
-    gains, same = [], True
+    gains, step_ratios, same = [], [], True
     with Launcher() as launcher:
         launcher.run(["--help"], work / "warm.log", ROOT)  # the server's own start-up is paid once per run of reproduce.py
         for rep in range(args.reps):
-            wall = {}
+            wall, steps = {}, {}
             for mode in (("fresh", "forked") if rep % 2 == 0 else ("forked", "fresh")):
                 out = work / mode
                 shutil.rmtree(out, ignore_errors=True)
@@ -64,14 +65,18 @@ def main() -> None:
                 else:
                     rc = launcher.run([*base, "--out", str(out)], work / "forked.log", ROOT)
                 wall[mode] = time.perf_counter() - t0
+                steps[mode] = sum(json.loads(line)["step_time_s"] for line in (out / "metrics.jsonl").read_text().splitlines())
                 if rc:
                     sys.exit(f"{mode} run failed (exit {rc}); see {work / (mode + '.log')}")
             equal = numbers(work / "fresh") == numbers(work / "forked")
             same &= equal
             gains.append(wall["fresh"] - wall["forked"])
+            step_ratios.append(steps["fresh"] / steps["forked"])
             print(f"rep {rep}: fresh {wall['fresh']:.2f} s, forked {wall['forked']:.2f} s, "
-                  f"saved {gains[-1]:.2f} s ({wall['fresh'] / wall['forked']:.2f}x); same numbers: {equal}", flush=True)
+                  f"saved {gains[-1]:.2f} s ({wall['fresh'] / wall['forked']:.2f}x); steps {steps['fresh']:.2f} s vs "
+                  f"{steps['forked']:.2f} s ({step_ratios[-1]:.3f}x); same numbers: {equal}", flush=True)
     print(f"median saving per run {statistics.median(gains):.2f} s (range {min(gains):.2f}-{max(gains):.2f}); "
+          f"steps fresh / forked {statistics.median(step_ratios):.3f}x ({min(step_ratios):.3f}-{max(step_ratios):.3f}); "
           f"same numbers in every repetition: {same}")
     shutil.rmtree(work, ignore_errors=True)
 
