@@ -46,7 +46,7 @@ def main() -> None:
     args = ap.parse_args()
     recipe = ROOT / "recipes" / "experiments" / f"{args.recipe}.yaml"
     if not recipe.is_file():
-        sys.exit(f"no recipe {recipe}")
+        ap.error(f"--recipe {args.recipe}: no file {recipe}")
     work = Path(tempfile.mkdtemp(prefix="bench-launch-"))
     base = ["train", str(recipe), "--seed", "0", "--set", f"steps={args.steps}"]
     gains, step_ratios, same = [], [], True

@@ -35,8 +35,9 @@ PRELOAD = (
     "pydantic",
     "yaml",
 )
-"""Third-party modules every training command imports, by import time; rlvr's own modules are left out,
-so that each command builds its console and settings in its own process, against its own log file."""
+"""Third-party modules a training run imports (the built-in GPT-2 model, or a Llama from the hub), the
+slowest first; rlvr's own modules are left out, so that each command builds its console and settings
+in its own process, against its own log file."""
 
 
 def available() -> bool:
@@ -44,9 +45,14 @@ def available() -> bool:
 
 
 def _exit_code(e: SystemExit) -> int:
+    """The status Python itself would exit with: 0 for None, the int, or 1 for any other value (which
+    Python prints to stderr first: so does this)."""
     if e.code is None:
         return 0
-    return e.code if isinstance(e.code, int) else 1
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
 
 
 def _child(argv: list[str], log: str, cwd: str) -> None:
@@ -92,15 +98,22 @@ def serve(preload: tuple[str, ...] = PRELOAD) -> None:
         except ImportError:  # an optional model family missing: the child imports what it needs
             pass
     out = sys.stdout
-    for line in sys.stdin:
-        req = json.loads(line)
-        out.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(req["argv"], req["log"], req["cwd"])
-        _, status = os.waitpid(pid, 0)
-        out.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
-        out.flush()
+    pid = 0
+    try:
+        for line in sys.stdin:
+            req = json.loads(line)
+            out.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(req["argv"], req["log"], req["cwd"])
+            _, status = os.waitpid(pid, 0)
+            pid = 0
+            out.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
+            out.flush()
+    except KeyboardInterrupt:  # Ctrl-C reached the command too: let it end as interrupted, then stop quietly
+        if pid:
+            os.waitpid(pid, 0)
+        sys.exit(130)
 
 
 class Launcher:
