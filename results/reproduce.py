@@ -23,7 +23,11 @@ elsewhere (the prerequisite runs keep their paths: the recipes that start from t
 R1 pipeline and inference_compute write runs/experiments/r1 and results/r1, results/inference_compute
 as always). Training runs are forked from a server that has torch and transformers imported
 (rlvr_cli/forkserver.py: ~5 s less per run, the same numbers); --no-fork-server starts each as a
-fresh `python -m rlvr_cli` instead.
+fresh `python -m rlvr_cli` instead. A run that is another planned run trained further (the same
+recipe and seed with more steps: entropy/collapse is remedies/baseline run 150 steps instead of 100)
+starts as a copy of that run's finished directory and continues it with `--resume`, which the
+trainer allows only where the result is the longer run from step 0 (tested equal); commands.md
+records the copy. --no-continue trains every run from step 0.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rlvr_cli.forkserver import Launcher, available  # noqa: E402
+from rlvr_cli.recipe.load import load_recipe  # noqa: E402
+from rlvr_cli.train.lock import LOCK_NAME  # noqa: E402
 RUNS = Path("runs/experiments")
 RESULTS = Path("results")
 
@@ -60,6 +66,8 @@ class Experiment:
     """(recipe, run dir) trained once before the variants (e.g. a warm start they start from)."""
     seeds: int | None = None
     compare_args: list[str] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
+    """--set values for this experiment's runs (before the command line's --set)."""
 
 
 EXPERIMENTS = [
@@ -111,6 +119,8 @@ EXPERIMENTS = [
         "variants",
         {name: f"recipes/{name}.yaml" for name in ("grpo", "dr_grpo", "dapo", "gspo", "grpo_kl_in_reward")},
         compare_args=["--label-by", "name"],
+        # the shipped presets measure KL every step; here KL is logged, not judged, where it is not in the objective
+        sets=["kl.track_every=10"],
     ),
     Experiment(
         "remedies",
@@ -148,11 +158,11 @@ OVERRIDES: list[str] = []
 """--set values for every training run (with --threads as `threads=N`)."""
 
 
-def train_command(recipe: str, out: Path, seed: int | None) -> list[str]:
+def train_command(recipe: str, out: Path, seed: int | None, sets: list[str] = ()) -> list[str]:
     cmd = ["rlvr", "train", recipe, "--out", str(out)]
     if seed is not None:
         cmd += ["--seed", str(seed)]
-    for o in OVERRIDES:
+    for o in [*sets, *OVERRIDES]:
         cmd += ["--set", o]
     return cmd
 
@@ -176,7 +186,7 @@ def run_one(cmd: list[str], out: Path, dry: bool, log: list[str]) -> bool:
     if dry:
         print(shlex.join(cmd))
         return True
-    full = cmd + (["--resume"] if (out / "recipe.yaml").is_file() else [])
+    full = cmd + (["--resume"] if (out / "recipe.yaml").is_file() and "--resume" not in cmd else [])
     t0 = time.time()
     print(f"[start] {shlex.join(full)}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -194,6 +204,106 @@ def run_one(cmd: list[str], out: Path, dry: bool, log: list[str]) -> bool:
     return rc == 0
 
 
+def _length_free(recipe: str, seed: int, sets: list[str] = ()) -> tuple[str, int, object]:
+    """What a run computes apart from its length and its name: (key, steps, recipe)."""
+    ref = str(ROOT / recipe) if (ROOT / recipe).is_file() else recipe
+    r = load_recipe(ref, [*sets, *OVERRIDES, f"seed={seed}"])
+    d = r.model_dump(mode="json")
+    for k in ("steps", "name", "description", "output_dir"):
+        d.pop(k, None)
+    return json.dumps(d, sort_keys=True), r.steps, r
+
+
+def find_continuations(experiments: list[Experiment], seeds: int) -> dict[Path, Path]:
+    """Runs that are another planned run trained further: long run dir -> the shorter run's dir.
+
+    Two runs of the same recipe and seed apart from `steps` (and name) compute the same first steps, so
+    the longer one is the shorter one's finished directory continued with `rlvr train --resume` (the
+    trainer checks the same conditions and refuses otherwise: see train/session.py `_continuation`).
+    Used only where the longer run's evaluations would be the same: the shorter run's last step is one
+    of the longer run's eval steps. remedies/baseline (100 steps) is entropy/collapse (150) this way.
+    """
+    planned = {}
+    for exp in experiments:
+        for s in range(exp.seeds or seeds):
+            for variant, recipe in exp.variants.items():
+                try:
+                    planned[RUNS / exp.name / f"{variant}-seed{s}"] = _length_free(recipe, s, exp.sets)
+                except Exception:  # noqa: BLE001 (the run itself reports what is wrong with its recipe)
+                    continue
+    out: dict[Path, Path] = {}
+    for run, (key, steps, r) in planned.items():
+        shorter = [(st, other) for other, (k, st, _) in planned.items()
+                   if k == key and other != run and (st, str(other)) < (steps, str(run))]
+        if not shorter:
+            continue
+        st, other = max(shorter, key=lambda x: (x[0], str(x[1])))
+        evals_same = st == steps or (r.eval.every > 0 and st % r.eval.every == 0)
+        reset = r.kl.ref_reset_every
+        if evals_same and r.optim.schedule == "constant" and not (reset and st % reset == 0 and st < steps):
+            out[run] = other
+    return out
+
+
+CONTINUES: dict[Path, Path] = {}
+"""This invocation's continuations (find_continuations)."""
+COMMANDS: dict[Path, list[str]] = {}
+"""Every planned run's training command, by run directory."""
+_SUBMITTED: dict[Path, tuple[Future, list[str]]] = {}
+_SUBMIT_LOCK = threading.RLock()
+
+
+def copy_run(src: Path, dst: Path) -> None:
+    """``src``'s run directory as ``dst`` (without its lock), atomically: a temp sibling, then renamed; its
+    status is `copied` until the continued run starts (so a restarted script resumes it, not skips it)."""
+    tmp = dst.parent / f".tmp-{dst.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(LOCK_NAME))
+    status = json.loads((tmp / "run.json").read_text())  # not finished: the copy is still to be trained further
+    (tmp / "run.json").write_text(json.dumps({**status, "status": "copied", "copied_from": str(src)}, indent=2))
+    os.rename(tmp, dst)
+
+
+def continue_one(cmd: list[str], out: Path, src: Path, dry: bool, log: list[str]) -> bool:
+    """Train ``out`` as run ``src`` continued: a copy of its finished directory, then `--resume`."""
+    if run_status(out) is None and not (out / "recipe.yaml").is_file():
+        if not dry and run_status(src) != "finished":
+            print(f"[FAILED] {out}: it continues {src}, which did not finish", flush=True)
+            return False
+        log.append(f"cp -r {shlex.quote(str(src))} {shlex.quote(str(out))}  # the same run, trained further below")
+        if dry:
+            print(log[-1])
+        else:
+            copy_run(src, out)
+    return run_one(cmd + ["--resume"], out, dry, log)
+
+
+def _relay(fut: Future, done: Future) -> None:
+    if done.exception() is not None:
+        fut.set_exception(done.exception())
+    else:
+        fut.set_result(done.result())
+
+
+def submit_run(submit, out: Path, dry: bool) -> tuple[Future, list[str]]:
+    """Queue planned run ``out`` once (a run that another continues is asked for by both experiments);
+    a continued run enters the queue when the run it continues has ended. Returns (future, its log)."""
+    with _SUBMIT_LOCK:
+        if out in _SUBMITTED:
+            return _SUBMITTED[out]
+        cmd, log, src = COMMANDS[out], [], CONTINUES.get(out)
+        if src is None:
+            fut = submit(lambda: run_one(cmd, out, dry, log))
+        else:
+            before, fut = submit_run(submit, src, dry)[0], Future()
+            before.add_done_callback(
+                lambda _: submit(lambda: continue_one(cmd, out, src, dry, log)).add_done_callback(
+                    lambda done: _relay(fut, done)))
+        _SUBMITTED[out] = (fut, log)
+        return fut, log
+
+
 def run_experiment(exp: Experiment, seeds: int, submit, dry: bool, ready=lambda: None) -> None:
     """Train an experiment's prerequisites (in order), then all its runs, then compare them.
 
@@ -206,19 +316,14 @@ def run_experiment(exp: Experiment, seeds: int, submit, dry: bool, ready=lambda:
         f = submit(lambda r=recipe, o=out: run_one(train_command(r, Path(o), None), Path(o), dry, commands))
         ready()
         f.result()
-    runs = [
-        (train_command(recipe, RUNS / exp.name / f"{variant}-seed{s}", s), RUNS / exp.name / f"{variant}-seed{s}")
-        for s in range(exp.seeds or seeds)
-        for variant, recipe in exp.variants.items()
-    ]
-    logs: list[list[str]] = [[] for _ in runs]
-    futures = [submit(lambda i=i: run_one(runs[i][0], runs[i][1], dry, logs[i])) for i in range(len(runs))]
+    runs = [RUNS / exp.name / f"{variant}-seed{s}" for s in range(exp.seeds or seeds) for variant in exp.variants]
+    queued = [submit_run(submit, out, dry) for out in runs]
     ready()
-    for f in futures:
+    for f, _ in queued:
         f.result()
-    commands += [c for log in logs for c in log]
+    commands += [c for _, log in queued for c in log]
     out = RESULTS / exp.name
-    compare = ["rlvr", "compare", *[str(r) for _, r in runs], "--out", str(out), *exp.compare_args]
+    compare = ["rlvr", "compare", *[str(r) for r in runs], "--out", str(out), *exp.compare_args]
     commands.append(shlex.join(compare))
     if dry:
         print(shlex.join(compare))
@@ -286,11 +391,21 @@ def _released(event: threading.Event, fn, *args):
         event.set()
 
 
-def reproduce(experiments: list[Experiment], scripts: list[str], seeds: int, jobs: int, dry: bool) -> None:
+def reproduce(experiments: list[Experiment], scripts: list[str], seeds: int, jobs: int, dry: bool,
+              continuing: bool = True) -> None:
     """Everything through one pool of ``jobs`` slots: every experiment's runs and every script are in flight
     together, so a slot never idles while any work is left (an experiment at a time would leave one
-    core idle for its last run, and during each prerequisite and each script). A dry run prints the
-    commands in order instead."""
+    core idle for its last run, and during each prerequisite and each script). With ``continuing``, a
+    run that is another planned run trained further continues that run (find_continuations). A dry run
+    prints the commands in order instead."""
+    COMMANDS.clear(), CONTINUES.clear(), _SUBMITTED.clear()
+    for exp in experiments:
+        for s in range(exp.seeds or seeds):
+            for variant, recipe in exp.variants.items():
+                out = RUNS / exp.name / f"{variant}-seed{s}"
+                COMMANDS[out] = train_command(recipe, out, s, exp.sets)
+    if continuing:
+        CONTINUES.update(find_continuations(experiments, seeds))
     work = schedule(experiments, scripts)
     if dry:
         done = Future()
@@ -334,6 +449,9 @@ def main() -> None:
     ap.add_argument("--runs", default=str(RUNS), help=f"run directories (default {RUNS})")
     ap.add_argument("--results", default=str(RESULTS), help=f"comparison outputs (default {RESULTS})")
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--no-continue", action="store_true",
+                    help="train every run from step 0 (default: a run that is another planned run trained further, "
+                         "the same recipe and seed with more steps, continues that run's finished directory)")
     ap.add_argument("--no-fork-server", action="store_true",
                     help="start every training run as a fresh process (default: forked from a warm server)")
     args = ap.parse_args()
@@ -349,7 +467,7 @@ def main() -> None:
     forked = not args.dry_run and not args.no_fork_server and available()
     LAUNCHER = Launcher() if forked else None
     try:
-        reproduce(experiments, scripts, args.seeds, args.jobs, args.dry_run)
+        reproduce(experiments, scripts, args.seeds, args.jobs, args.dry_run, continuing=not args.no_continue)
     finally:
         if LAUNCHER is not None:
             LAUNCHER.close()

@@ -106,3 +106,51 @@ def test_an_experiment_that_fails_before_queueing_anything_raises_instead_of_han
     t.join(timeout=20)
     assert not t.is_alive(), "reproduce() hung on an experiment that failed before queueing a run"
     assert got and "no such recipe" in str(got[0])
+
+
+def test_a_run_that_is_another_trained_further_continues_it_and_equals_the_run_from_scratch(tiny_base, tmp_path,
+                                                                                             monkeypatch):
+    """Two experiments whose recipes differ only in `steps` (and name): the longer run is the shorter
+    one's finished directory continued with --resume, its metrics and evaluations those of a run trained
+    from step 0, and its commands.md says how it was made."""
+    from rlvr_cli.recipe.load import load_recipe
+    from rlvr_cli.train.rl import train_rl
+    from test_train import evals, metrics
+
+    body = ("extends: grpo\nmodel:\n  name: {model}\nrollout:\n  prompts_per_step: 4\n  group_size: 4\n"
+            "  max_new_tokens: 40\neval:\n  n: 4\n  num_prompts: 8\n  every: 2\ncheckpoint:\n  every: 2\n"
+            "steps: {steps}\n")
+    (tmp_path / "short.yaml").write_text(body.format(model=tiny_base, steps=2))
+    (tmp_path / "long.yaml").write_text(body.format(model=tiny_base, steps=4))
+    mod = load()
+    monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
+    exps = [mod.Experiment("short", {"a": str(tmp_path / "short.yaml")}),
+            mod.Experiment("long", {"b": str(tmp_path / "long.yaml")})]
+    assert mod.find_continuations(exps, 1) == {tmp_path / "runs/long/b-seed0": tmp_path / "runs/short/a-seed0"}
+    mod.reproduce(exps, [], seeds=1, jobs=2, dry=False)
+    long_run = tmp_path / "runs/long/b-seed0"
+    fresh = tmp_path / "fresh"
+    train_rl(load_recipe(str(tmp_path / "long.yaml"), ["seed=0"]), fresh)
+    assert [r["step"] for r in metrics(long_run)] == [1, 2, 3, 4]
+    assert metrics(long_run) == metrics(fresh) and evals(long_run) == evals(fresh)
+    assert [r["step"] for r in metrics(tmp_path / "runs/short/a-seed0")] == [1, 2]  # the shorter run is left as it was
+    commands = (tmp_path / "results/long/commands.md").read_text()
+    assert f"cp -r {tmp_path}/runs/short/a-seed0 {long_run}" in commands and "--resume" in commands
+
+
+def test_runs_that_differ_in_more_than_steps_or_would_evaluate_differently_are_not_continued(tmp_path, monkeypatch):
+    mod = load()
+    monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
+    assert mod.load_recipe("grpo").eval.every == 50
+    recipes = {
+        "a": "steps: 50", "b": "steps: 60",  # b is a trained further: a's last step is one of b's eval steps
+        "f": "steps: 30", "g": "steps: 45",  # g's last step (45) is not an eval step of a: a starts from 0
+        "c": "steps: 100\noptim:\n  lr: 0.001",  # another lr
+        "d": "steps: 40\noptim:\n  schedule: cosine", "e": "steps: 80\noptim:\n  schedule: cosine",
+    }
+    for name, text in recipes.items():
+        (tmp_path / f"{name}.yaml").write_text(f"extends: grpo\n{text}\n")
+    exps = [mod.Experiment("x", {n: str(tmp_path / f"{n}.yaml") for n in recipes})]
+    runs = tmp_path / "runs" / "x"
+    assert mod.find_continuations(exps, 2) == {runs / f"b-seed{s}": runs / f"a-seed{s}" for s in (0, 1)}

@@ -126,6 +126,44 @@ def test_resume_after_a_kill_mid_write(tiny_base, tmp_path):
     assert not list((d / "checkpoints").glob(".tmp-*"))
 
 
+def test_a_finished_run_continued_to_more_steps_equals_the_longer_run(tiny_base, tmp_path):
+    """`--resume` with a larger `steps` (and another name) continues a finished run: its metrics and
+    evaluations are those of the longer run trained from the start, and the saved recipe is the new one."""
+    train_rl(recipe("grpo", tiny_base, "steps=4", "name=long"), tmp_path / "long")
+    train_rl(recipe("grpo", tiny_base, "steps=2", "name=short"), tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "finished"
+    train_rl(recipe("grpo", tiny_base, "steps=4", "name=long"), tmp_path / "run", resume=True)
+    assert [r["step"] for r in metrics(tmp_path / "run")] == [1, 2, 3, 4]
+    assert metrics(tmp_path / "run") == metrics(tmp_path / "long")
+    assert evals(tmp_path / "run") == evals(tmp_path / "long")
+    status = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert status["status"] == "finished" and status["name"] == "long"
+    assert status["extended"] == [{"from_steps": 2, "to_steps": 4, "at_step": 2}]
+    assert load_recipe(str(tmp_path / "run" / "recipe.yaml")) == recipe("grpo", tiny_base, "steps=4", "name=long")
+
+
+@pytest.mark.parametrize("sets, problem", [
+    (["steps=1"], "cannot be shortened below what it has trained"),
+    (["steps=4", "optim.schedule=cosine"], "optim.schedule"),  # the schedule differs too: named as a difference
+    (["steps=4", "loss.clip.eps_high=0.3"], "loss.clip.eps_high"),
+])
+def test_continuing_a_run_refuses_what_would_not_be_the_longer_run(tiny_base, tmp_path, sets, problem):
+    train_rl(recipe("grpo", tiny_base, "steps=2"), tmp_path / "a")
+    before = (tmp_path / "a" / "metrics.jsonl").read_text()
+    with pytest.raises(UserError, match=problem):
+        train_rl(recipe("grpo", tiny_base, *sets), tmp_path / "a", resume=True)
+    assert (tmp_path / "a" / "metrics.jsonl").read_text() == before
+
+
+def test_continuing_refuses_a_decaying_schedule_and_a_skipped_reference_reset(tiny_base, tmp_path):
+    train_rl(recipe("grpo", tiny_base, "steps=2", "optim.schedule=linear"), tmp_path / "lin")
+    with pytest.raises(UserError, match="function of the total steps"):
+        train_rl(recipe("grpo", tiny_base, "steps=4", "optim.schedule=linear"), tmp_path / "lin", resume=True)
+    train_rl(recipe("grpo", tiny_base, "steps=2", "kl.ref_reset_every=2"), tmp_path / "prorl")
+    with pytest.raises(UserError, match="ref_reset_every"):
+        train_rl(recipe("grpo", tiny_base, "steps=4", "kl.ref_reset_every=2"), tmp_path / "prorl", resume=True)
+
+
 def test_resume_refuses_a_different_recipe(tiny_base, tmp_path):
     r = recipe("grpo", tiny_base, "steps=2")
     train_rl(r, tmp_path / "a")

@@ -129,6 +129,11 @@ class RunDir:
         atomic_write_text(self.root / "recipe.yaml", recipe_yaml)
         self.write_status("running", started=_now(), **info)
 
+    def write_recipe(self, recipe_yaml: str) -> None:
+        """Replace the run's recipe (a run continued to more steps, see session._continuation)."""
+        if self.writer:
+            atomic_write_text(self.root / "recipe.yaml", recipe_yaml)
+
     def read_status(self) -> dict:
         """run.json's fields; {} when it is missing or damaged (not UTF-8, not JSON, not an object)."""
         try:

@@ -57,6 +57,46 @@ def _diff(a, b, prefix: str = "") -> list[str]:
     return [] if a == b else [f"{prefix[:-1]}: {a!r} -> {b!r}"]
 
 
+COSMETIC = ("name", "description")
+"""Recipe fields that change no computed number: a resumed or continued run may rename itself."""
+
+
+def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> int | None:
+    """Check that ``recipe`` may resume the run saved with recipe ``saved`` (``done`` steps trained).
+
+    Allowed besides the same recipe: a different ``name``/``description``, and a different ``steps``
+    where the longer (or shorter) run computes exactly what the run so far computed, so that continuing
+    a finished 100-step run to 150 steps gives the metrics a 150-step run gives from the start. That
+    holds when the lr schedule does not depend on the total (``optim.schedule: constant``; the warm-up
+    counts absolute updates), and no ProRL reference reset was skipped at the old last step (a run does
+    not reset on its final step). One difference stays: the evaluation at the old last step is kept
+    even when ``eval.every`` does not fall on it. Returns the saved step count when ``steps`` changes
+    (else None); raises UserError naming every other difference.
+    """
+    ignore = {"distributed": None, **{k: None for k in COSMETIC}}
+    # how the work is split is not part of what the run computes: a run resumes on any number of processes
+    new = {**recipe.model_dump(mode="json"), **ignore}
+    diffs = _diff({**saved, **ignore, "steps": recipe.steps}, new)
+    where = f"{root}/recipe.yaml"
+    if diffs:
+        raise UserError([f"{where}: --resume with a different recipe: {d}" for d in diffs])
+    old = saved.get("steps")
+    if old == recipe.steps:
+        return None
+    change = f"{where}: --resume with steps {old!r} -> {recipe.steps}"
+    if recipe.steps < done:
+        raise UserError(f"{change}: the run has already trained {done} steps; a run cannot be shortened "
+                        "below what it has trained (its checkpoints at later steps would not belong to it)")
+    if recipe.optim.schedule != "constant":
+        raise UserError(f"{change}: optim.schedule {recipe.optim.schedule!r} is a function of the total steps, "
+                        "so the steps already trained would not be the longer run's; start a new run")
+    every = recipe.kl.ref_reset_every
+    if every and isinstance(old, int) and done == old and old % every == 0:
+        raise UserError(f"{change}: the run ended on a kl.ref_reset_every step ({old}), where a run skips "
+                        "its reference reset, and a longer run would have reset; start a new run")
+    return old
+
+
 @dataclass
 class Session:
     recipe: Recipe
@@ -164,7 +204,7 @@ def open_session(
     if dist.is_main():  # one lock per run: the rank that writes holds it (see train/lock.py)
         lock.acquire(run.root, owner=run)
     recipe_yaml = dump_recipe(recipe)
-    ckpt = None
+    ckpt, extended_from, rewrite = None, None, False
     exists = (run.root / "recipe.yaml").is_file()
     if exists:
         if not resume:
@@ -175,11 +215,9 @@ def open_session(
             raise UserError(f"{run.root}/recipe.yaml: cannot read the run's saved recipe ({e}); choose another --out") from None
         if not isinstance(saved, dict):
             raise UserError(f"{run.root}/recipe.yaml: not a recipe mapping; choose another --out")
-        # how the work is split is not part of what the run computes: a run resumes on any number of processes
-        diffs = _diff({**saved, "distributed": None}, {**recipe.model_dump(mode="json"), "distributed": None})
-        if diffs:
-            raise UserError([f"{run.root}/recipe.yaml: --resume with a different recipe: {d}" for d in diffs])
         ckpt = run.latest_checkpoint()
+        extended_from = _continuation(run.root, saved, recipe, ckpt[0] if ckpt else 0)
+        rewrite = extended_from is not None or any(saved.get(k) != getattr(recipe, k) for k in COSMETIC)
 
     device = resolve_device(device_name)
     _, autocast_dtype = weights_and_autocast(recipe.model.dtype, device)
@@ -191,7 +229,15 @@ def open_session(
     dist.barrier()  # every rank has looked and loaded before rank 0 writes
     if exists:
         run.truncate_after(ckpt[0] if ckpt else 0)
-        run.write_status("running", resumed_from_step=ckpt[0] if ckpt else 0, error=None, **dist.run_info(recipe))
+        changed = {}
+        if rewrite:  # the run's recipe is now the new one (its steps, name, description)
+            run.write_recipe(recipe_yaml)
+            changed["name"] = recipe.name
+        if extended_from is not None:
+            changed["extended"] = [*run.read_status().get("extended", []),
+                                   {"from_steps": extended_from, "to_steps": recipe.steps, "at_step": ckpt[0] if ckpt else 0}]
+        run.write_status("running", resumed_from_step=ckpt[0] if ckpt else 0, error=None, **changed,
+                         **dist.run_info(recipe))
     else:
         run.create(recipe_yaml, {"seed": recipe.seed, "name": recipe.name, **(info or {}), **dist.run_info(recipe)})
     dist.barrier()
