@@ -286,6 +286,18 @@ def _relay(fut: Future, done: Future) -> None:
         fut.set_result(done.result())
 
 
+def _after(before: Future, fut: Future, submit, fn) -> None:
+    """Queue ``fn`` once ``before`` has ended and resolve ``fut`` with its outcome; whatever goes wrong
+    (a pool already shut down after another experiment failed) ends ``fut`` too, so no waiter hangs."""
+    def start(_: Future) -> None:
+        try:
+            submit(fn).add_done_callback(lambda done: _relay(fut, done))
+        except BaseException as e:  # noqa: BLE001
+            fut.set_exception(e)
+
+    before.add_done_callback(start)
+
+
 def submit_run(submit, out: Path, dry: bool) -> tuple[Future, list[str]]:
     """Queue planned run ``out`` once (a run that another continues is asked for by both experiments);
     a continued run enters the queue when the run it continues has ended. Returns (future, its log)."""
@@ -296,10 +308,8 @@ def submit_run(submit, out: Path, dry: bool) -> tuple[Future, list[str]]:
         if src is None:
             fut = submit(lambda: run_one(cmd, out, dry, log))
         else:
-            before, fut = submit_run(submit, src, dry)[0], Future()
-            before.add_done_callback(
-                lambda _: submit(lambda: continue_one(cmd, out, src, dry, log)).add_done_callback(
-                    lambda done: _relay(fut, done)))
+            fut = Future()
+            _after(submit_run(submit, src, dry)[0], fut, submit, lambda: continue_one(cmd, out, src, dry, log))
         _SUBMITTED[out] = (fut, log)
         return fut, log
 

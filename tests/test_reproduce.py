@@ -154,3 +154,29 @@ def test_runs_that_differ_in_more_than_steps_or_would_evaluate_differently_are_n
     exps = [mod.Experiment("x", {n: str(tmp_path / f"{n}.yaml") for n in recipes})]
     runs = tmp_path / "runs" / "x"
     assert mod.find_continuations(exps, 2) == {runs / f"b-seed{s}": runs / f"a-seed{s}" for s in (0, 1)}
+
+
+def test_a_continued_run_whose_source_failed_fails_without_copying_and_nothing_hangs(monkeypatch, tmp_path):
+    mod = load()
+    monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(mod.subprocess, "run", lambda *a, **k: type("R", (), {"returncode": 0})())
+    started: list[Path] = []
+    monkeypatch.setattr(mod, "run_one", lambda cmd, out, dry, log: started.append(out) or False)  # every run fails
+    monkeypatch.setattr(mod, "find_continuations", lambda exps, seeds: {tmp_path / "runs/l/b-seed0": tmp_path / "runs/s/a-seed0"})
+    exps = [mod.Experiment("s", {"a": "a.yaml"}), mod.Experiment("l", {"b": "b.yaml"})]
+    mod.reproduce(exps, [], seeds=1, jobs=2, dry=False)
+    assert started == [tmp_path / "runs/s/a-seed0"]  # the continued run never started, and was not copied
+    assert not (tmp_path / "runs/l/b-seed0").exists()
+
+    # a pool that refuses new work (shut down after another experiment failed) still ends the waiter's future
+    from concurrent.futures import Future
+
+    before, fut = Future(), Future()
+
+    def refuse(fn):
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+    mod._after(before, fut, refuse, lambda: True)
+    before.set_result(True)
+    assert isinstance(fut.exception(timeout=5), RuntimeError)
