@@ -337,6 +337,32 @@ def test_null_or_list_gold_answers_are_errors_naming_the_row(tmp_path, answers, 
         build_task(DatasetSpec(path=str(path)))
 
 
+@pytest.mark.parametrize("answer, extraction, match", [
+    ("", "none", r"row 2: the gold answer is empty"),
+    ("   ", "none", r"row 2: the gold answer is empty"),
+    ("work ####  ", "gsm8k", r"row 2: the gold answer is empty"),
+    ("\\boxed{}", "boxed", r"row 2: the gold answer is empty"),
+])
+def test_an_empty_gold_answer_is_an_error_naming_the_row(tmp_path, answer, extraction, match):
+    path = tmp_path / "d.jsonl"
+    rows = [{"question": f"q{i}", "answer": answer if i == 2 else "#### 7" if extraction == "gsm8k" else "\\boxed{7}"
+             if extraction == "boxed" else "7"} for i in range(5)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UserError, match=match):
+        build_task(DatasetSpec(path=str(path), answer_extraction=extraction))
+
+
+def test_a_nan_or_empty_cell_as_gold_is_an_error_naming_the_row(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"question": "q0", "answer": 1.5}\n{"question": "q1", "answer": NaN}\n{"question": "q2", "answer": 3.0}\n')
+    with pytest.raises(UserError, match=r"row 1: answer is nan \(an empty cell\?\)"):
+        build_task(DatasetSpec(path=str(path)))
+    path = tmp_path / "d.csv"
+    path.write_text("question,answer\nq0,1.5\nq1,\nq2,3\n")  # a CSV's empty cell reads as null
+    with pytest.raises(UserError, match=r"row 1: answer is null"):
+        build_task(DatasetSpec(path=str(path)))
+
+
 def test_a_template_touching_a_missing_attribute_is_an_error_naming_the_field_and_row(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in _rows(5)))

@@ -13,6 +13,7 @@ a prompt on one side only. Training prompts never include a held-out prompt.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from pathlib import Path
@@ -125,7 +126,17 @@ class DatasetTask:
                     f"task: {s.path} (split {split}) row {i}: {s.question_field} is null or missing "
                     f"(task.question_field names the column of questions)"
                 )
+            if isinstance(raw, float) and not math.isfinite(raw):  # a CSV's empty cell reads as NaN
+                raise UserError(
+                    f"task: {s.path} (split {split}) row {i}: {s.answer_field} is {raw} (an empty cell?), not a gold answer"
+                )
             gold = extract_gold(raw, s.answer_extraction, s.answer_regex)
+            if gold is not None and not gold.strip():
+                raise UserError(
+                    f"task: {s.path} (split {split}) row {i}: the gold answer is empty "
+                    f"({s.answer_field}={str(raw)[:80]!r} with answer_extraction={s.answer_extraction}); "
+                    "every response would be scored against nothing"
+                )
             if gold is None:
                 raise UserError(
                     f"task: {s.path} (split {split}) row {i}: cannot extract the answer from "
