@@ -118,3 +118,17 @@ def test_verl_config_with_a_bad_field_is_a_warning_not_a_crash(tmp_path):
     run = load_verl(log)
     assert run.metrics["reward_mean"].tolist() == pytest.approx([0.31, 0.38, 0.45, 0.52])
     assert any(".hydra/config.yaml: unreadable field" in w for w in run.warnings), run.warnings
+
+
+def test_an_rlvr_metrics_file_named_instead_of_its_run_is_read_as_the_run(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "recipe.yaml").write_text("seed: 3\n")
+    (run / "run.json").write_text(json.dumps({"status": "finished", "seed": 3}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward_mean": 0.1 * s}) + "\n" for s in (1, 2)))
+    other = tmp_path / "notes.jsonl"  # any other JSONL is tried as a verl log, and says why it is not one
+    other.write_text(json.dumps({"step": 1, "reward_mean": 0.5}) + "\n")
+    runs, skipped = load_runs([str(run / "metrics.jsonl"), str(other)])
+    assert [r.path for r in runs] == [run] and runs[0].seed == 3
+    assert len(skipped) == 1 and skipped[0].path == str(other)
+    assert "no metric rows" in skipped[0].reason and "line 1: not a verl file-logger line" in skipped[0].reason

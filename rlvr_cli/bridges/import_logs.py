@@ -82,6 +82,10 @@ def split_foreign(paths: list[str]) -> tuple[list[str], list[Run], list[Skipped]
     for arg in paths:
         p = Path(arg)
         kind = foreign_kind(p)
+        if kind == "verl" and p.name == "metrics.jsonl" and any((p.parent / m).exists() for m in RUN_MARKERS
+                                                                 if m != "metrics.jsonl"):
+            rest.append(str(p.parent))  # an rlvr run's own log, named instead of its directory
+            continue
         if kind is None:
             rest.append(arg)
             continue
@@ -307,7 +311,8 @@ def _overlay(mapped: dict) -> dict:
 
 def _run(path: Path, recipe: dict, rows: dict[int, dict], warnings: list[str], what: str) -> Run:
     if not rows:
-        raise RunUnreadable(f"{what}: no metric rows")
+        first = next((w for w in warnings if " line " in w), None)
+        raise RunUnreadable(f"{what}: no metric rows" + (f" ({first})" if first else ""))
     metrics, nonfinite = _to_frames(rows)
     warnings.append("foreign log: no eval/step_N.json files, pass@k not available")
     return Run(path=path, recipe=recipe, status="foreign", seed=recipe.get("seed"), metrics=metrics, nonfinite=nonfinite, warnings=warnings)
