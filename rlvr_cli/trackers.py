@@ -16,6 +16,8 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import math
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -172,12 +174,23 @@ def write_tensorboard(runs, out_dir: str | Path) -> list[Path]:
         while name in used:
             name += "_"
         used.add(name)
-        writer = SummaryWriter(log_dir=str(out / name))
+        # written beside, then put in place of the events an earlier compare wrote there: run twice, a
+        # run's curve is replaced, not drawn twice (TensorBoard reads every event file of a directory)
+        tmp = out / f".tmp-{name}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        writer = SummaryWriter(log_dir=str(tmp))
         for step, row in run.metrics.iterrows():
             for key, value in row.items():
                 if value == value:  # skip NaN (not logged)
                     writer.add_scalar(str(key), float(value), int(step))
         writer.close()
-        written.append(out / name)
+        dest = out / name
+        dest.mkdir(exist_ok=True)
+        for old in dest.glob("events.out.tfevents.*"):
+            old.unlink()
+        for new in tmp.iterdir():
+            os.replace(new, dest / new.name)
+        tmp.rmdir()
+        written.append(dest)
     return written
 

@@ -109,6 +109,14 @@ def test_compare_to_tensorboard(tmp_path, cli):
     acc = EventAccumulator(str(d))
     acc.Reload()
     assert [e.value for e in acc.Scalars("reward_mean")] == pytest.approx([0.31, 0.38, 0.45, 0.52])
+    # compared again into the same directory: the run's curve is replaced, not drawn twice
+    res = cli("compare", str(fixture), "--out", str(tmp_path / "cmp"), "--tensorboard", str(tmp_path / "tb"))
+    assert res.code == 0, res.stderr
+    assert [p.name for p in (tmp_path / "tb").iterdir()] == [d.name]
+    assert len(list(d.glob("events.out.tfevents.*"))) == 1
+    acc = EventAccumulator(str(d))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("reward_mean")] == [1, 2, 3, 4]
 
 
 def test_compare_tensorboard_into_a_file_is_exit_2(tmp_path, cli):
