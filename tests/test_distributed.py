@@ -267,3 +267,20 @@ def test_shares_are_contiguous_whole_and_balanced():
             parts = [share(n, r, size) for r in range(size)]
             assert [i for p in parts for i in p] == list(range(n))
             assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_mismatch_statistics_under_two_processes_are_the_whole_batchs(tmp_path):
+    """The sampler/trainer mismatch quantiles and IS fractions logged under N processes are those of
+    the whole step's batch (every rank's tokens gathered), not of rank 0's rows."""
+    sys.path.insert(0, str(ROOT / "tests" / "dist"))
+    import mismatch_stats
+
+    out = torchrun(2, str(ROOT / "tests" / "dist" / "mismatch_stats.py"), str(tmp_path / "two.json"))
+    assert out.returncode == 0, out.stderr[-4000:]
+    two = json.loads((tmp_path / "two.json").read_text())
+    whole, half = mismatch_stats.stats(range(0, 8)), mismatch_stats.stats(range(0, 4))
+    assert set(two) == set(whole) >= {"is_ratio_p01", "is_ratio_p99", "is_corrected_frac", "is_weight_mean"}
+    for k in whole:
+        assert two[k] == pytest.approx(whole[k], rel=1e-6), k
+    assert half["is_ratio_p99"] != pytest.approx(whole["is_ratio_p99"], rel=1e-3)  # rank 0's half would differ
+    assert half["is_corrected_frac"] != pytest.approx(whole["is_corrected_frac"], rel=1e-3)

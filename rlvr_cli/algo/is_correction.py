@@ -60,7 +60,12 @@ def mismatch_stats(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask:
     Empty dict when no token is valid. Example: d = [0.1, -0.3] -> abs mean 0.2, abs max 0.3.
     """
     valid = mask > 0
-    d = (trainer_logp.detach() - sampler_logp.detach()).to(torch.float64)[valid]
+    return log_ratio_stats((trainer_logp.detach() - sampler_logp.detach()).to(torch.float64)[valid])
+
+
+def log_ratio_stats(d: torch.Tensor) -> dict[str, float]:
+    """:func:`mismatch_stats` of the valid tokens' log-differences ``d`` (1-D float64), e.g. every
+    process's tokens gathered (the quantiles are of the whole batch, whichever process holds a row)."""
     if d.numel() == 0:
         return {}
     ratio = torch.exp(d.clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO))

@@ -53,7 +53,7 @@ from rlvr_cli.algo.entropy_remedies import (
     token_covariance,
     top_entropy_mask,
 )
-from rlvr_cli.algo.is_correction import ISCorrection, is_correction_weights
+from rlvr_cli.algo.is_correction import ISCorrection, is_correction_weights, log_ratio_stats
 from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
 from rlvr_cli.algo.length_bias import LengthBias, length_bias
 from rlvr_cli.algo.overlong import soft_overlong_penalty
@@ -439,9 +439,11 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
     if reference is not None and _reference_needed(session, step):
         ref_logp = batch_logprobs(reference, batch, r.rollout.temperature, chunks, session.amp())
     isc = None  # the sampler's and the trainer's log-probs of the same tokens: their mismatch and IS weights
-    if source == "recompute":  # the weights act on each rank's own tokens; the logged quantiles are rank 0's
+    if source == "recompute":  # the weights act on each rank's own tokens; the statistics are the whole batch's
         ic = r.rollout.is_correction
-        isc = is_correction_weights(old_logp, _sampler_logprobs(batch), batch.mask, ic.mode, ic.cap, ic.cap_low)
+        sampler_logp = _sampler_logprobs(batch)
+        isc = is_correction_weights(old_logp, sampler_logp, batch.mask, ic.mode, ic.cap, ic.cap_low)
+        isc.stats = batch_mismatch_stats(isc, old_logp, sampler_logp, batch.mask)
     time_ref = time.perf_counter() - t0
 
     # 3. reward shaping and 4. advantages, over the whole step's batch (every rank computes them all)
@@ -477,6 +479,23 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
                       r.loss.length_constant).as_metrics(),
     })
     return step_row("rl", {**row, **_timing(rs, time_ref, time_update, t_step)}), groups, adv_all.tolist()
+
+
+def batch_mismatch_stats(isc: ISCorrection, old_logp, sampler_logp, mask) -> dict:
+    """The mismatch and IS-weight statistics of the whole step's batch: under N processes every rank's
+    valid tokens are gathered (in rank order, the one-process order), so the quantiles and fractions
+    are those one process computes; in one process, ``isc.stats`` as it is."""
+    if dist.world()[1] == 1:
+        return isc.stats
+    valid = mask > 0
+    d = dist.gather_concat((old_logp.detach() - sampler_logp.detach()).to(torch.float64)[valid].tolist())
+    stats = log_ratio_stats(torch.tensor(d, dtype=torch.float64))
+    corrected, weight, n = dist.all_reduce([float(isc.corrected.sum()), float(isc.weights.double().sum()),
+                                            float(valid.sum())], "sum")
+    if n > 0:
+        stats["is_corrected_frac"] = corrected / n
+        stats["is_weight_mean"] = weight / n
+    return stats
 
 
 def _mismatch_metrics(isc: ISCorrection | None) -> dict:
