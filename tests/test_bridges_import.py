@@ -132,3 +132,12 @@ def test_an_rlvr_metrics_file_named_instead_of_its_run_is_read_as_the_run(tmp_pa
     assert [r.path for r in runs] == [run] and runs[0].seed == 3
     assert len(skipped) == 1 and skipped[0].path == str(other)
     assert "no metric rows" in skipped[0].reason and "line 1: not a verl file-logger line" in skipped[0].reason
+
+
+def test_a_verl_line_with_both_kl_names_keeps_the_losss_kl_as_kl_mean(tmp_path):
+    log = tmp_path / "both.jsonl"
+    log.write_text(json.dumps({"step": 1, "data": {"critic/kl": 0.5, "actor/kl_loss": 0.02}}) + "\n"
+                   + json.dumps({"step": 2, "data": {"critic/kl": 0.7}}) + "\n")
+    (run,), _ = load_runs([str(log)])
+    assert run.series("kl_mean").tolist() == [0.02, 0.7]  # step 2 logged only critic/kl: that is its KL
+    assert run.series("critic/kl").tolist()[0] == 0.5

@@ -275,7 +275,10 @@ def load_verl(path: Path) -> Run:
             warnings.append(f"{path.name} line {lineno}: {obj}; skipped")
         elif obj is not None:
             row = rows.setdefault(obj["step"], {"step": obj["step"]})
-            row.update({VERL_METRICS.get(k, k): v for k, v in obj["data"].items()})
+            data = obj["data"]
+            # two names map to kl_mean: the loss's KL wins where a line has both; the other keeps its name
+            both = "actor/kl_loss" in data and "critic/kl" in data
+            row.update({(k if both and k == "critic/kl" else VERL_METRICS.get(k, k)): v for k, v in data.items()})
     cfg = _verl_config(path, warnings)
     if cfg is None:
         warnings.append("no .hydra/config.yaml beside the log: variant unknown")
