@@ -130,6 +130,14 @@ def test_a_start_that_fails_leaves_no_half_made_directory(tmp_path, cli):
     res = cli("train", "grpo", "--out", str(out), "--set", f"model.name={model}")
     assert res.code == 2 and "internal error" not in res.stderr, res.stderr
     assert not out.exists()
+    # the parents that --out made are removed too; one that already held something stays
+    deep = tmp_path / "new" / "deeper" / "run"
+    res = cli("train", "grpo", "--out", str(deep), "--set", "model.name=builtin:nope")
+    assert res.code == 2 and not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("mine")
+    res = cli("train", "grpo", "--out", str(tmp_path / "kept" / "a" / "run"), "--set", "model.name=builtin:nope")
+    assert res.code == 2 and sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["notes.txt"]
 
 
 def test_the_lock_is_taken_when_its_pid_cannot_be_written(tmp_path, monkeypatch):

@@ -42,6 +42,16 @@ def _started(run: RunDir) -> bool:
     return bool(run.read_metrics()) or (run.root / "checkpoints").is_dir() or run.read_status().get("status") not in (None, "running")
 
 
+def _missing_ancestors(path: Path) -> list[Path]:
+    """The parents of ``path`` that do not exist yet, innermost first."""
+    out = []
+    for parent in path.absolute().parents:
+        if parent.exists():
+            break
+        out.append(parent)
+    return out
+
+
 @contextmanager
 def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
     """Check, create and lock ``run_dir`` for the run inside the ``with``; undo a failed start."""
@@ -49,6 +59,7 @@ def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
     check_start(recipe, run_dir, resume)
     created = not run_dir.exists()
     before = set() if created else {p.name for p in run_dir.iterdir()}
+    made = _missing_ancestors(run_dir)  # the parents `--out a/b/run` will create, to remove on a failed start
     try:
         lock.acquire(run_dir)
     except UserError:
@@ -72,6 +83,11 @@ def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
         if not _started(run):
             if created:
                 shutil.rmtree(run_dir, ignore_errors=True)
+                for parent in made:  # innermost first; one that something else has written into stays
+                    try:
+                        parent.rmdir()
+                    except OSError:
+                        break
             elif not resume:
                 for name in {p.name for p in run_dir.iterdir()} - before:
                     path = run_dir / name
