@@ -222,6 +222,43 @@ def test_a_dead_or_hung_rank_fails_the_run_in_bounded_time_and_one_process_resum
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
 
 
+def _child_of(parent: int) -> int | None:
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                return int(d.name)
+        except OSError:
+            continue
+    return None
+
+
+def test_rank_0_killed_under_nproc_is_recorded_as_failed_by_the_launcher(tiny_base, tmp_path):
+    """rank 0 writes run.json; killed with -9 it cannot, so `rlvr train --nproc` records the failure."""
+    out = tmp_path / "run"
+    sets = _fault_sets(tiny_base, 10)
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr_cli", "train", "grpo", "--out", str(out), "--nproc", "2",
+                             *[x for s in sets for x in ("--set", s)]],
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 240
+        while not (out / "checkpoints" / "step_2").is_dir():
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            assert time.time() < deadline
+            time.sleep(0.05)
+        launcher = _child_of(proc.pid)
+        rank0 = _children_with_rank(launcher, 0) if launcher else None
+        assert rank0 is not None
+        os.kill(rank0, signal.SIGKILL)
+        log = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, log[-3000:]
+    status = json.loads((out / "run.json").read_text())
+    assert status["status"] == "failed" and "ended without recording why" in status["error"], status
+    assert "--resume" in status["error"] and "internal error" not in log
+
+
 def test_a_one_process_run_resumes_on_two_fsdp2_processes_with_nproc(tiny_base, tmp_path, cli):
     sets = [f"model.name={tiny_base}", *SMALL, "steps=4", "checkpoint.every=2"]
     args = [x for s in sets for x in ("--set", s)]

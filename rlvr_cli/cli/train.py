@@ -26,6 +26,27 @@ def _launch(recipe: str, run_dir: Path, sets: list[str], resume: bool, seed: int
     return subprocess.run(cmd, check=False).returncode
 
 
+def _record_lost_rank0(run_dir: Path, nproc: int, code: int) -> None:
+    """After torchrun failed: a run.json still `running` means rank 0 died before it could write why
+    (killed, out of memory); every rank is gone now, so the launcher records the failure for it."""
+    from rlvr_cli.train import lock
+    from rlvr_cli.train.rundir import RunDir
+
+    run = RunDir(run_dir)
+    if run.read_status().get("status") != "running":
+        return
+    try:
+        lock.acquire(run_dir)  # free once every rank is gone; held means another trainer took the run over
+    except UserError:
+        return
+    try:
+        run.write_status("failed", error=f"a process of the {nproc} under torchrun ended without recording why "
+                                         f"(torchrun exit status {code}: rank 0 was killed or crashed); "
+                                         "continue with --resume")
+    finally:
+        lock.release(run_dir, every_hold=True)
+
+
 def _eval_files(run_dir: Path) -> list[dict]:
     files = []
     for f in (run_dir / "eval").glob("step_*.json"):
@@ -99,6 +120,7 @@ def train(
         check_start(r, run_dir, resume)  # nothing written: rank 0 of the launched processes creates and locks
         code = _launch(recipe, run_dir, set_, resume, seed, nproc)
         if code:
+            _record_lost_rank0(run_dir, nproc, code)
             raise RunFailed(f"{nproc} processes under torchrun: exit status {code} (see the ranks' messages above); "
                             "continue with --resume")
         return  # rank 0 printed the closing table
