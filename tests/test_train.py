@@ -155,6 +155,14 @@ def test_continuing_a_run_refuses_what_would_not_be_the_longer_run(tiny_base, tm
     assert (tmp_path / "a" / "metrics.jsonl").read_text() == before
 
 
+def test_continuing_a_run_whose_saved_steps_was_edited_into_a_string_is_a_user_error(tiny_base, tmp_path):
+    train_rl(recipe("grpo", tiny_base, "steps=2"), tmp_path / "a")
+    saved = tmp_path / "a" / "recipe.yaml"
+    saved.write_text(saved.read_text().replace("\nsteps: 2\n", "\nsteps: two\n"))
+    with pytest.raises(UserError, match="saved steps is not an integer"):
+        train_rl(recipe("grpo", tiny_base, "steps=4"), tmp_path / "a", resume=True)
+
+
 def test_continuing_refuses_a_decaying_schedule_and_a_skipped_reference_reset(tiny_base, tmp_path):
     train_rl(recipe("grpo", tiny_base, "steps=2", "optim.schedule=linear"), tmp_path / "lin")
     with pytest.raises(UserError, match="function of the total steps"):

@@ -84,6 +84,8 @@ def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> int | N
     if old == recipe.steps:
         return None
     change = f"{where}: --resume with steps {old!r} -> {recipe.steps}"
+    if not isinstance(old, int) or isinstance(old, bool):
+        raise UserError(f"{change}: the saved steps is not an integer (a hand-edited recipe.yaml?); choose another --out")
     if recipe.steps < done:
         raise UserError(f"{change}: the run has already trained {done} steps; a run cannot be shortened "
                         "below what it has trained (its checkpoints at later steps would not belong to it)")
@@ -91,7 +93,7 @@ def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> int | N
         raise UserError(f"{change}: optim.schedule {recipe.optim.schedule!r} is a function of the total steps, "
                         "so the steps already trained would not be the longer run's; start a new run")
     every = recipe.kl.ref_reset_every
-    if every and isinstance(old, int) and done == old and old % every == 0:
+    if every and done == old and old % every == 0:
         raise UserError(f"{change}: the run ended on a kl.ref_reset_every step ({old}), where a run skips "
                         "its reference reset, and a longer run would have reset; start a new run")
     return old
