@@ -165,6 +165,15 @@ def _start_cli(tmp: Path, out: Path, sets: list[str], nproc: int = 2) -> subproc
     return subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def _wait_for_checkpoint(proc: subprocess.Popen, out: Path, step: int, limit_s: float = 240) -> None:
+    """Until the run has written checkpoint ``step`` (failing if the command ends first or takes too long)."""
+    deadline = time.time() + limit_s
+    while not (out / "checkpoints" / f"step_{step}").is_dir():
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.05)
+
+
 FAULT_STEPS = 12
 
 
@@ -183,11 +192,7 @@ def test_a_dead_or_hung_rank_fails_the_run_in_bounded_time_and_one_process_resum
     out = tmp_path / "faulty"
     proc = _start_cli(tmp_path, out, sets)
     try:
-        deadline = time.time() + 240
-        while not (out / "checkpoints" / "step_2").is_dir():
-            assert proc.poll() is None, proc.stdout.read()[-3000:]
-            assert time.time() < deadline
-            time.sleep(0.05)
+        _wait_for_checkpoint(proc, out, 2)
         victim, other = _children_with_rank(proc.pid, 1), _children_with_rank(proc.pid, 0)
         assert victim is not None and other is not None
         os.kill(victim, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
@@ -223,11 +228,12 @@ def test_a_dead_or_hung_rank_fails_the_run_in_bounded_time_and_one_process_resum
 
 
 def _child_of(parent: int) -> int | None:
+    """The pid of one child of ``parent`` (torchrun, under `rlvr train --nproc`)."""
     for d in Path("/proc").iterdir():
         try:
             if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
                 return int(d.name)
-        except OSError:
+        except (OSError, ValueError, IndexError):  # a process that ended while being read
             continue
     return None
 
@@ -240,11 +246,7 @@ def test_rank_0_killed_under_nproc_is_recorded_as_failed_by_the_launcher(tiny_ba
                              *[x for s in sets for x in ("--set", s)]],
                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.time() + 240
-        while not (out / "checkpoints" / "step_2").is_dir():
-            assert proc.poll() is None, proc.stdout.read()[-3000:]
-            assert time.time() < deadline
-            time.sleep(0.05)
+        _wait_for_checkpoint(proc, out, 2)
         launcher = _child_of(proc.pid)
         rank0 = _children_with_rank(launcher, 0) if launcher else None
         assert rank0 is not None

@@ -140,6 +140,11 @@ def test_a_finished_run_continued_to_more_steps_equals_the_longer_run(tiny_base,
     assert status["status"] == "finished" and status["name"] == "long"
     assert status["extended"] == [{"from_steps": 2, "to_steps": 4, "at_step": 2}]
     assert load_recipe(str(tmp_path / "run" / "recipe.yaml")) == recipe("grpo", tiny_base, "steps=4", "name=long")
+    # continued again, after run.json's record was hand-damaged: a fresh record, not a crash
+    (tmp_path / "run" / "run.json").write_text(json.dumps({**status, "extended": "junk"}))
+    train_rl(recipe("grpo", tiny_base, "steps=5", "name=long"), tmp_path / "run", resume=True)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["extended"] == [
+        {"from_steps": 4, "to_steps": 5, "at_step": 4}]
 
 
 @pytest.mark.parametrize("sets, problem", [

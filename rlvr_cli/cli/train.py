@@ -40,6 +40,8 @@ def _record_lost_rank0(run_dir: Path, nproc: int, code: int) -> None:
     except UserError:
         return
     try:
+        if run.read_status().get("status") != "running":  # another trainer came and went meanwhile
+            return
         run.write_status("failed", error=f"a process of the {nproc} under torchrun ended without recording why "
                                          f"(torchrun exit status {code}: rank 0 was killed or crashed); "
                                          "continue with --resume")
@@ -89,7 +91,8 @@ def train(
     recipe: str = typer.Argument(..., help="Recipe file or shipped recipe name."),
     out: str | None = typer.Option(None, "--out", help="Run directory (default: OUTPUT_DIR/NAME, or OUTPUT_DIR/NAME-seedN with --seed)."),
     set_: list[str] = typer.Option([], "--set", help="Override a field: --set optim.lr=3e-4 (repeatable)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run directory from its last complete checkpoint."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run directory from its last complete checkpoint "
+                                "(with a larger steps: train a finished run further)."),
     seed: int | None = typer.Option(None, "--seed", help="Override the recipe's seed."),
     nproc: int = typer.Option(1, "--nproc", min=1, help="Processes to train on (starts torchrun; see README \"Scaling out\")."),
 ) -> None:

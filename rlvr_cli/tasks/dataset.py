@@ -126,7 +126,7 @@ class DatasetTask:
                     f"task: {s.path} (split {split}) row {i}: {s.question_field} is null or missing "
                     f"(task.question_field names the column of questions)"
                 )
-            if isinstance(raw, float) and not math.isfinite(raw):  # a CSV's empty cell reads as NaN
+            if isinstance(raw, float) and not math.isfinite(raw):  # NaN in a JSON or Parquet float column
                 raise UserError(
                     f"task: {s.path} (split {split}) row {i}: {s.answer_field} is {raw} (an empty cell?), not a gold answer"
                 )

@@ -236,7 +236,8 @@ def open_session(
             run.write_recipe(recipe_yaml)
             changed["name"] = recipe.name
         if extended_from is not None:
-            changed["extended"] = [*run.read_status().get("extended", []),
+            before = run.read_status().get("extended")  # a hand-edited run.json may hold anything there
+            changed["extended"] = [*(before if isinstance(before, list) else []),
                                    {"from_steps": extended_from, "to_steps": recipe.steps, "at_step": ckpt[0] if ckpt else 0}]
         run.write_status("running", resumed_from_step=ckpt[0] if ckpt else 0, error=None, **changed,
                          **dist.run_info(recipe))
