@@ -27,7 +27,10 @@ fresh `python -m rlvr_cli` instead. A run that is another planned run trained fu
 recipe and seed with more steps: entropy/collapse is remedies/baseline run 150 steps instead of 100)
 starts as a copy of that run's finished directory and continues it with `--resume`, which the
 trainer allows only where the result is the longer run from step 0 (tested equal); commands.md
-records the copy. --no-continue trains every run from step 0.
+records the copy. --no-continue trains every run from step 0. A warm-started built-in model that an
+experiment's runs start from (builtin:tiny-length) is built by one job before its runs are queued, so
+no run holds a slot waiting on the build's lock; the runs' step-0 evaluations of one base model are
+computed once and reused (the trainer's eval cache, README "What a run leaves on disk").
 """
 
 from __future__ import annotations
@@ -68,6 +71,10 @@ class Experiment:
     compare_args: list[str] = field(default_factory=list)
     sets: list[str] = field(default_factory=list)
     """--set values for this experiment's runs (before the command line's --set)."""
+    builds: list[str] = field(default_factory=list)
+    """Warm-started built-in models its runs start from, built by one job before the runs are queued
+    (otherwise the first run builds it and every other run that starts meanwhile holds a slot idle,
+    waiting on the build's lock)."""
 
 
 EXPERIMENTS = [
@@ -79,7 +86,7 @@ EXPERIMENTS = [
             "no_length_norm": "recipes/experiments/length/no_length_norm.yaml",
             "no_std": "recipes/experiments/length/no_std.yaml",
         },
-        # the base is builtin:tiny-length, built (and cached) on first use by the first run
+        builds=["builtin:tiny-length"],  # the base of every run (recipes/base_sft_length.yaml), ~3 minutes
     ),
     Experiment(
         "length_free",
@@ -204,6 +211,24 @@ def run_one(cmd: list[str], out: Path, dry: bool, log: list[str]) -> bool:
     return rc == 0
 
 
+def build_one(model: str, experiment: str, dry: bool) -> bool:
+    """Build (and cache) a warm-started built-in model in its own process; a no-op when it is cached.
+    Not in commands.md: a run builds its model itself when the cache lacks it."""
+    code = f"from rlvr_cli.warm_start import ensure_built; ensure_built({model!r})"
+    if dry:
+        print(shlex.join([sys.executable, "-c", code]))
+        return True
+    t0 = time.time()
+    print(f"[start] build {model}", flush=True)
+    log = ROOT / RUNS / experiment / f"build-{model.split(':', 1)[-1]}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        rc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
+    print(f"[{'done' if rc == 0 else f'FAILED rc={rc}'}] build {model} in {time.time() - t0:.0f}s (log: {log})",
+          flush=True)
+    return rc == 0
+
+
 def _length_free(recipe: str, seed: int, sets: list[str] = ()) -> tuple[str, int, object]:
     """What a run computes apart from its length and its name: (key, steps, recipe)."""
     ref = str(ROOT / recipe) if (ROOT / recipe).is_file() else recipe
@@ -322,6 +347,10 @@ def run_experiment(exp: Experiment, seeds: int, submit, dry: bool, ready=lambda:
     ``ready()`` is called before each wait: everything that can be queued so far has been.
     """
     commands: list[str] = []
+    for model in exp.builds:
+        f = submit(lambda m=model: build_one(m, exp.name, dry))
+        ready()
+        f.result()
     for recipe, out in exp.prerequisites:
         f = submit(lambda r=recipe, o=out: run_one(train_command(r, Path(o), None), Path(o), dry, commands))
         ready()
@@ -386,11 +415,11 @@ SCRIPTS = {
 
 def schedule(experiments: list[Experiment], scripts: list[str]) -> list:
     """The order work enters the pool: the longest serial chains first (the R1 pipeline, then experiments
-    whose runs wait for a prerequisite), so that no core idles at the end waiting on one chain."""
-    chained = [e for e in experiments if e.prerequisites]
+    whose runs wait for a prerequisite or a model build), so that no core idles at the end waiting on one chain."""
+    chained = [e for e in experiments if e.prerequisites or e.builds]
     return ([("script", s) for s in scripts if s == "r1"] + [("experiment", e) for e in chained]
             + [("script", s) for s in scripts if s != "r1"]
-            + [("experiment", e) for e in experiments if not e.prerequisites])
+            + [("experiment", e) for e in experiments if not (e.prerequisites or e.builds)])
 
 
 def _released(event: threading.Event, fn, *args):

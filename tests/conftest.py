@@ -11,6 +11,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Every evaluation computed, as in a fresh checkout (tests of the eval cache turn it on themselves).
+os.environ["RLVR_EVAL_CACHE"] = "0"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -56,21 +56,25 @@ def test_one_pool_runs_everything_longest_chains_first_prerequisites_before_thei
 
     monkeypatch.setattr(mod, "run_one", lambda cmd, out, dry, log: log.append(str(out)) or work(str(out)))
     monkeypatch.setattr(mod, "run_script", lambda name, cmd, dry: work(name))
+    monkeypatch.setattr(mod, "build_one", lambda model, exp, dry: work(model))
     monkeypatch.setattr(mod.subprocess, "run", lambda *a, **k: type("R", (), {"returncode": 0})())
     monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(mod, "ROOT", tmp_path)
     plain = mod.Experiment("plain", {"a": "a.yaml", "b": "b.yaml"})
     chained = mod.Experiment("chained", {"c": "c.yaml"}, prerequisites=[("base.yaml", str(tmp_path / "base"))])
-    mod.reproduce([plain, chained], ["inference_compute", "r1"], seeds=2, jobs=2, dry=False)
+    built = mod.Experiment("built", {"d": "d.yaml"}, builds=["builtin:tiny-length"])
+    mod.reproduce([plain, built, chained], ["inference_compute", "r1"], seeds=2, jobs=2, dry=False)
     starts = [n for kind, n in events if kind == "start"]
-    assert len(starts) == 1 + 4 + 2 + 2  # the prerequisite, 2 x 2 plain runs, 2 chained runs, 2 scripts
-    assert starts[:2] == ["r1", str(tmp_path / "base")]  # the serial chains are queued first
+    assert len(starts) == 1 + 1 + 4 + 2 + 2 + 2  # prerequisite, build, 2 x 2 plain, 2 built, 2 chained, 2 scripts
+    # the serial chains are queued first: the R1 script, then the experiments waiting on a build or a prerequisite
+    assert starts[:3] == ["r1", "builtin:tiny-length", str(tmp_path / "base")]
     assert starts.index("inference_compute") < starts.index(str(tmp_path / "runs/plain/a-seed0"))
-    base_end = events.index(("end", str(tmp_path / "base")))
-    assert all(events.index(("start", str(tmp_path / f"runs/chained/c-seed{s}"))) > base_end for s in (0, 1))
+    for first, exp, variant in (("base", "chained", "c"), ("builtin:tiny-length", "built", "d")):
+        end = events.index(("end", first if ":" in first else str(tmp_path / first)))
+        assert all(events.index(("start", str(tmp_path / f"runs/{exp}/{variant}-seed{s}"))) > end for s in (0, 1))
     assert busy["most"] == 2  # never more than --jobs at once
-    for exp in ("plain", "chained"):
+    for exp in ("plain", "built", "chained"):
         assert (tmp_path / "results" / exp / "commands.md").is_file()
 
 

@@ -111,7 +111,8 @@ def evaluate_targets(
 ) -> list[dict]:
     """One eval record per target, in order, with the trainer's header (``model_name`` = the run's base).
 
-    Adds ``weights`` (the directory loaded) and ``source: "rlvr eval"`` after the header;
+    Adds ``weights`` (the directory loaded), ``source: "rlvr eval"`` and ``reused: false`` (always computed;
+    only the trainer's initial evaluation is cached) after the header;
     ``on_record(record)`` is called as each one is done (to write it before the next model loads).
     """
     from rlvr_cli.evaluation.core import evaluate_policy
@@ -135,7 +136,7 @@ def evaluate_targets(
                 **settings.policy_kwargs(),
             )
             header = {"step": step, "model": model_name or t.ref, "task": task.name, "budget": settings.budget}
-            records.append({**header, "weights": resolved.path, "source": "rlvr eval", **result})
+            records.append({**header, "weights": resolved.path, "source": "rlvr eval", "reused": False, **result})
             if on_record is not None:
                 on_record(records[-1])
             del model

@@ -1,0 +1,124 @@
+"""The initial model's evaluation, computed once: a cache keyed by everything the eval record depends on.
+
+Every run of an ablation starts by evaluating the same base model on the same prompts with the same
+keyed sampling seed (step 0), so the 27 runs of a 9-arm, 3-seed sweep compute one record 27 times.
+The record is a deterministic function of (docs/design.md §4, ``evaluation/core.py``):
+
+- the weights (every tensor of the state dict: name, dtype, shape and bytes) and the architecture
+  (the model class and its config), the tokenizer (its serialised vocabulary, special ids and chat
+  template) and the autocast dtype;
+- the held-out prompts as the model sees them (each problem's id, text, gold answer and token ids),
+  the task's settings (they decide the filler words and the verifier) and the parts of the reward
+  spec the true verifier reads (everything except ``terms``, ``workers`` and ``worker_memory_mb``:
+  the eval scores with the task's true verifier, whatever the training reward);
+- the eval settings ``evaluate_policy`` receives (``eval.*`` except ``every`` and ``at_start``), the device type and the torch thread count (kernels may split
+  reductions differently), the torch and transformers versions and the source of this package (a
+  change to the sampler or a verifier is a new key).
+
+``initial_eval_key`` hashes all of that (blake2b); the record is stored under
+``$RLVR_CACHE/evals/<key>.json`` (atomically; two runs racing write the same bytes) and copied into a
+later run's ``eval/step_0.json`` with ``reused: true``. Only one process: under N processes each rank
+samples a share, and the record is not cached. ``RLVR_EVAL_CACHE=0`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from rlvr_cli.io import atomic_write_json
+
+KEY_VERSION = 1
+"""Bump when the record gains a dependency the key does not hash."""
+
+
+def enabled() -> bool:
+    return os.environ.get("RLVR_EVAL_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def cache_dir() -> Path:
+    from rlvr_cli.models.builtin import cache_root
+
+    return cache_root() / "evals"
+
+
+@lru_cache(maxsize=1)
+def package_source_digest() -> str:
+    """blake2b of every .py file of this package (path and bytes), in path order."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.blake2b(digest_size=16)
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """blake2b over the state dict: each tensor's name, dtype, shape and raw bytes."""
+    h = hashlib.blake2b(digest_size=16)
+    for name, t in model.state_dict().items():
+        t = t.detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}\0".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _tokenizer_fingerprint(tokenizer) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    vocab = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    return json.dumps([vocab, getattr(tokenizer, "chat_template", None), tokenizer.eos_token_id,
+                       tokenizer.pad_token_id, tokenizer.bos_token_id, type(tokenizer).__name__])
+
+
+def initial_eval_key(model, tokenizer, task, task_spec, reward_spec, settings: dict, autocast_dtype,
+                     device: torch.device) -> str:
+    """The cache key of the record ``evaluate_policy(model, tokenizer, task, scorer, **settings)`` computes,
+    the scorer built from ``reward_spec`` (of which only what the true verifier reads counts)."""
+    import transformers
+
+    from rlvr_cli.tasks import encode_prompt
+
+    problems = task.eval_problems()[: settings["num_prompts"]]
+    reward = reward_spec.model_dump(mode="json", exclude={"terms", "workers", "worker_memory_mb"})
+    config = getattr(model, "config", None)
+    parts = {
+        "version": KEY_VERSION,
+        "weights": weights_digest(model),
+        "model_class": type(model).__name__,
+        "config": config.to_json_string(use_diff=False) if config is not None else None,
+        "tokenizer": hashlib.blake2b(_tokenizer_fingerprint(tokenizer).encode(), digest_size=16).hexdigest(),
+        "autocast": str(autocast_dtype),
+        "prompts": [[p.id, p.prompt, p.reference, encode_prompt(tokenizer, task, p)] for p in problems],
+        "task": [task.name, task.answer_marker, task.verifier, task_spec.model_dump(mode="json")],
+        "reward": reward,
+        "settings": settings,
+        "device": device.type,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "source": package_source_digest(),
+    }
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.blake2b(blob, digest_size=16).hexdigest()
+
+
+def load(key: str) -> dict | None:
+    """The stored ``evaluate_policy`` record, or None (absent or damaged: then it is recomputed and rewritten)."""
+    try:
+        stored = json.loads((cache_dir() / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(stored, dict) and stored.get("key") == key and isinstance(stored.get("result"), dict)
+    return stored["result"] if ok else None
+
+
+def store(key: str, result: dict) -> None:
+    """Keep ``result`` (an ``evaluate_policy`` record) for later runs; a full disk only loses the saving."""
+    try:
+        atomic_write_json(cache_dir() / f"{key}.json", {"key": key, "result": result})
+    except OSError:
+        pass
