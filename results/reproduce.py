@@ -27,7 +27,9 @@ fresh `python -m rlvr_cli` instead. A run that is another planned run trained fu
 recipe and seed with more steps: entropy/collapse is remedies/baseline run 150 steps instead of 100)
 starts as a copy of that run's finished directory and continues it with `--resume`, which the
 trainer allows only where the result is the longer run from step 0 (tested equal); commands.md
-records the copy. --no-continue trains every run from step 0. A warm-started built-in model that an
+records the copy. Likewise a run that resets its reference every N steps (prorl/reset) starts from
+step N of the same run without resets (prorl/no_reset, which saves a checkpoint there): a copy without
+the later checkpoints, resumed with the resets. --no-continue trains every run from step 0. A warm-started built-in model that an
 experiment's runs start from (builtin:tiny-length) is built by one job before its runs are queued, so
 no run holds a slot waiting on the build's lock; the runs' step-0 evaluations of one base model are
 computed once and reused (the trainer's eval cache, README "What a run leaves on disk").
@@ -49,6 +51,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -229,24 +232,44 @@ def build_one(model: str, experiment: str, dry: bool) -> bool:
     return rc == 0
 
 
-def _length_free(recipe: str, seed: int, sets: list[str] = ()) -> tuple[str, int, object]:
-    """What a run computes apart from its length and its name: (key, steps, recipe)."""
+def _length_free(recipe: str, seed: int, sets: list[str] = ()) -> tuple[str, str, int, object]:
+    """What a run computes apart from its length and its name: (key, the key without the ProRL reset
+    cadence, steps, recipe)."""
     ref = str(ROOT / recipe) if (ROOT / recipe).is_file() else recipe
     r = load_recipe(ref, [*sets, *OVERRIDES, f"seed={seed}"])
     d = r.model_dump(mode="json")
     for k in ("steps", "name", "description", "output_dir"):
         d.pop(k, None)
-    return json.dumps(d, sort_keys=True), r.steps, r
+    key = json.dumps(d, sort_keys=True)
+    d["kl"] = {**d["kl"], "ref_reset_every": None}
+    return key, json.dumps(d, sort_keys=True), r.steps, r
 
 
-def find_continuations(experiments: list[Experiment], seeds: int) -> dict[Path, Path]:
-    """Runs that are another planned run trained further: long run dir -> the shorter run's dir.
+def _checkpoint_steps(r) -> list[int]:
+    every = r.checkpoint.every
+    return sorted({*(range(every, r.steps + 1, every) if every > 0 else ()), r.steps})
 
-    Two runs of the same recipe and seed apart from `steps` (and name) compute the same first steps, so
-    the longer one is the shorter one's finished directory continued with `rlvr train --resume` (the
-    trainer checks the same conditions and refuses otherwise: see train/session.py `_continuation`).
-    Used only where the longer run's evaluations would be the same: the shorter run's last step is one
-    of the longer run's eval steps. remedies/baseline (100 steps) is entropy/collapse (150) this way.
+
+class Start(NamedTuple):
+    """Where a planned run starts: step ``at`` of run ``src``, whose checkpoints ``later`` come after it."""
+    src: Path
+    at: int
+    later: tuple[str, ...] = ()
+
+
+def find_continuations(experiments: list[Experiment], seeds: int) -> dict[Path, Start]:
+    """Runs whose first steps another planned run computes: run dir -> where it starts (``Start``).
+
+    - A run that is another trained further (the same recipe and seed apart from `steps` and name)
+      starts from the shorter run's last step: remedies/baseline (100 steps) is entropy/collapse (150).
+    - A run that resets its reference every N steps (ProRL) starts from step N of the same run without
+      resets, which saves a checkpoint there: no reset falls inside the first N steps (the one at N is
+      made on resuming): prorl/reset's first 100 steps are prorl/no_reset's.
+
+    The run is then the other run's finished directory, with the checkpoints after that step removed,
+    continued with `rlvr train --resume` (the trainer checks the same conditions and refuses otherwise:
+    train/session.py `_continuation`). Used only where the run's evaluations would be the same (that step
+    is one of its eval steps) and, where the step counts differ, the lr schedule is constant.
     """
     planned = {}
     for exp in experiments:
@@ -256,21 +279,28 @@ def find_continuations(experiments: list[Experiment], seeds: int) -> dict[Path, 
                     planned[RUNS / exp.name / f"{variant}-seed{s}"] = _length_free(recipe, s, exp.sets)
                 except Exception:  # noqa: BLE001 (the run itself reports what is wrong with its recipe)
                     continue
-    out: dict[Path, Path] = {}
-    for run, (key, steps, r) in planned.items():
-        shorter = [(st, other) for other, (k, st, _) in planned.items()
-                   if k == key and other != run and (st, str(other)) < (steps, str(run))]
-        if not shorter:
-            continue
-        st, other = max(shorter, key=lambda x: (x[0], str(x[1])))
-        evals_same = st == steps or (r.eval.every > 0 and st % r.eval.every == 0)
-        reset = r.kl.ref_reset_every
-        if evals_same and r.optim.schedule == "constant" and not (reset and st % reset == 0 and st < steps):
-            out[run] = other
+    out: dict[Path, Start] = {}
+    for run, (key, base, steps, r) in planned.items():
+        every = r.kl.ref_reset_every
+        starts = []  # (step it starts from, source)
+        for other, (k, kb, st, ro) in planned.items():
+            if other == run:
+                continue
+            if k == key and (st, str(other)) < (steps, str(run)):
+                starts.append((st, other))
+            elif (every and kb == base and k != key and ro.kl.ref_reset_every is None and every < steps
+                  and every in _checkpoint_steps(ro)):
+                starts.append((every, other))
+        starts = [(at, o) for at, o in starts
+                  if (at == steps or (r.eval.every > 0 and at % r.eval.every == 0))
+                  and (planned[o][2] == steps or r.optim.schedule == "constant")]
+        if starts:
+            at, other = max(starts, key=lambda x: (x[0], str(x[1])))
+            out[run] = Start(other, at, tuple(f"step_{c}" for c in _checkpoint_steps(planned[other][3]) if c > at))
     return out
 
 
-CONTINUES: dict[Path, Path] = {}
+CONTINUES: dict[Path, Start] = {}
 """This invocation's continuations (find_continuations)."""
 COMMANDS: dict[Path, list[str]] = {}
 """Every planned run's training command, by run directory."""
@@ -278,29 +308,40 @@ _SUBMITTED: dict[Path, tuple[Future, list[str]]] = {}
 _SUBMIT_LOCK = threading.RLock()
 
 
-def copy_run(src: Path, dst: Path) -> None:
+def copy_run(src: Path, dst: Path, at: int | None = None) -> list[str]:
     """``src``'s run directory as ``dst`` (without its lock), atomically: a temp sibling, then renamed; its
-    status is `copied` until the continued run starts (so a restarted script resumes it, not skips it)."""
+    status is `copied` until the continued run starts (so a restarted script resumes it, not skips it).
+    With ``at``, the checkpoints after step ``at`` are left out (`--resume` then forgets the steps logged
+    after it). Returns the checkpoint names left out."""
     tmp = dst.parent / f".tmp-{dst.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(LOCK_NAME))
+    later = sorted(p.name for p in (src / "checkpoints").glob("step_*")
+                   if at is not None and p.name.split("_", 1)[1].isdigit() and int(p.name.split("_", 1)[1]) > at)
+    shutil.copytree(src, tmp, ignore=lambda d, names: [LOCK_NAME] + (later if Path(d) == src / "checkpoints" else []))
     status = json.loads((tmp / "run.json").read_text())  # not finished: the copy is still to be trained further
-    (tmp / "run.json").write_text(json.dumps({**status, "status": "copied", "copied_from": str(src)}, indent=2))
+    (tmp / "run.json").write_text(json.dumps({**status, "status": "copied", "copied_from": str(src),
+                                              "copied_at_step": at}, indent=2))
     os.rename(tmp, dst)
+    return later
 
 
-def continue_one(cmd: list[str], out: Path, src: Path, dry: bool, log: list[str]) -> bool:
-    """Train ``out`` as run ``src`` continued: a copy of its finished directory, then `--resume`."""
+def continue_one(cmd: list[str], out: Path, start: Start, dry: bool, log: list[str]) -> bool:
+    """Train ``out`` from step ``start.at`` of run ``start.src``: a copy of its finished directory without
+    its later checkpoints, then `--resume`."""
+    src, at = start.src, start.at
     if run_status(out) is None and not (out / "recipe.yaml").is_file():
         if not dry and run_status(src) != "finished":
-            print(f"[FAILED] {out}: it continues {src}, which did not finish", flush=True)
+            print(f"[FAILED] {out}: it starts from {src}, which did not finish", flush=True)
             return False
-        log.append(f"cp -r {shlex.quote(str(src))} {shlex.quote(str(out))}  # the same run, trained further below")
+        copy = f"cp -r {shlex.quote(str(src))} {shlex.quote(str(out))}"
+        if start.later:
+            copy += " && rm -r " + " ".join(shlex.quote(str(out / "checkpoints" / c)) for c in start.later)
+        log.append(f"{copy}  # steps 1-{at} of this run; --resume below trains the rest")
         if dry:
             print(log[-1])
         else:
-            copy_run(src, out)
+            copy_run(src, out, at)
     return run_one(cmd + ["--resume"], out, dry, log)
 
 
@@ -329,12 +370,12 @@ def submit_run(submit, out: Path, dry: bool) -> tuple[Future, list[str]]:
     with _SUBMIT_LOCK:
         if out in _SUBMITTED:
             return _SUBMITTED[out]
-        cmd, log, src = COMMANDS[out], [], CONTINUES.get(out)
-        if src is None:
+        cmd, log, start = COMMANDS[out], [], CONTINUES.get(out)
+        if start is None:
             fut = submit(lambda: run_one(cmd, out, dry, log))
         else:
             fut = Future()
-            _after(submit_run(submit, src, dry)[0], fut, submit, lambda: continue_one(cmd, out, src, dry, log))
+            _after(submit_run(submit, start.src, dry)[0], fut, submit, lambda: continue_one(cmd, out, start, dry, log))
         _SUBMITTED[out] = (fut, log)
         return fut, log
 

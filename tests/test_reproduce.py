@@ -131,7 +131,7 @@ def test_a_run_that_is_another_trained_further_continues_it_and_equals_the_run_f
     monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
     exps = [mod.Experiment("short", {"a": str(tmp_path / "short.yaml")}),
             mod.Experiment("long", {"b": str(tmp_path / "long.yaml")})]
-    assert mod.find_continuations(exps, 1) == {tmp_path / "runs/long/b-seed0": tmp_path / "runs/short/a-seed0"}
+    assert mod.find_continuations(exps, 1) == {tmp_path / "runs/long/b-seed0": (tmp_path / "runs/short/a-seed0", 2, ())}
     mod.reproduce(exps, [], seeds=1, jobs=2, dry=False)
     long_run = tmp_path / "runs/long/b-seed0"
     fresh = tmp_path / "fresh"
@@ -141,6 +141,39 @@ def test_a_run_that_is_another_trained_further_continues_it_and_equals_the_run_f
     assert [r["step"] for r in metrics(tmp_path / "runs/short/a-seed0")] == [1, 2]  # the shorter run is left as it was
     commands = (tmp_path / "results/long/commands.md").read_text()
     assert f"cp -r {tmp_path}/runs/short/a-seed0 {long_run}" in commands and "--resume" in commands
+
+
+def test_a_run_with_reference_resets_starts_from_the_run_without_them_and_equals_the_run_from_scratch(
+        tiny_base, tmp_path, monkeypatch):
+    """ProRL's reset arm computes the no-reset arm's first N steps: reproduce copies the no-reset run
+    without its checkpoints after step N and resumes it with the resets; the result is the reset run
+    trained from step 0, and commands.md says how it was made."""
+    from rlvr_cli.recipe.load import load_recipe
+    from rlvr_cli.train.rl import train_rl
+    from test_train import evals, metrics
+
+    body = ("extends: grpo\nmodel:\n  name: {model}\nrollout:\n  prompts_per_step: 4\n  group_size: 4\n"
+            "  max_new_tokens: 40\neval:\n  n: 4\n  num_prompts: 8\n  every: 2\ncheckpoint:\n  every: 2\n"
+            "optim:\n  lr: 0.001\nsteps: 6\n{extra}")
+    (tmp_path / "plain.yaml").write_text(body.format(model=tiny_base, extra=""))
+    (tmp_path / "reset.yaml").write_text(body.format(model=tiny_base, extra="kl:\n  ref_reset_every: 4\n"))
+    (tmp_path / "reset2.yaml").write_text(body.format(model=tiny_base, extra="kl:\n  ref_reset_every: 5\n"))
+    mod = load()
+    monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
+    exps = [mod.Experiment("p", {"plain": str(tmp_path / "plain.yaml"), "reset": str(tmp_path / "reset.yaml"),
+                                 "reset5": str(tmp_path / "reset2.yaml")})]
+    runs = tmp_path / "runs" / "p"
+    # every 5: no checkpoint of the plain run at step 5, so that one trains from step 0
+    assert mod.find_continuations(exps, 1) == {runs / "reset-seed0": (runs / "plain-seed0", 4, ("step_6",))}
+    mod.reproduce(exps, [], seeds=1, jobs=2, dry=False)
+    fresh = tmp_path / "fresh"
+    train_rl(load_recipe(str(tmp_path / "reset.yaml"), ["seed=0"]), fresh)
+    assert metrics(runs / "reset-seed0") == metrics(fresh) and evals(runs / "reset-seed0") == evals(fresh)
+    assert metrics(runs / "plain-seed0") != metrics(fresh)  # the source was left as it was
+    assert (runs / "plain-seed0" / "checkpoints" / "step_6").is_dir()
+    commands = (tmp_path / "results/p/commands.md").read_text()
+    assert f"cp -r {runs}/plain-seed0 {runs}/reset-seed0 && rm -r {runs}/reset-seed0/checkpoints/step_6" in commands
 
 
 def test_runs_that_differ_in_more_than_steps_or_would_evaluate_differently_are_not_continued(tmp_path, monkeypatch):
@@ -157,7 +190,7 @@ def test_runs_that_differ_in_more_than_steps_or_would_evaluate_differently_are_n
         (tmp_path / f"{name}.yaml").write_text(f"extends: grpo\n{text}\n")
     exps = [mod.Experiment("x", {n: str(tmp_path / f"{n}.yaml") for n in recipes})]
     runs = tmp_path / "runs" / "x"
-    assert mod.find_continuations(exps, 2) == {runs / f"b-seed{s}": runs / f"a-seed{s}" for s in (0, 1)}
+    assert mod.find_continuations(exps, 2) == {runs / f"b-seed{s}": (runs / f"a-seed{s}", 50, ()) for s in (0, 1)}
 
 
 def test_a_continued_run_whose_source_failed_fails_without_copying_and_nothing_hangs(monkeypatch, tmp_path):
@@ -167,7 +200,8 @@ def test_a_continued_run_whose_source_failed_fails_without_copying_and_nothing_h
     monkeypatch.setattr(mod.subprocess, "run", lambda *a, **k: type("R", (), {"returncode": 0})())
     started: list[Path] = []
     monkeypatch.setattr(mod, "run_one", lambda cmd, out, dry, log: started.append(out) or False)  # every run fails
-    monkeypatch.setattr(mod, "find_continuations", lambda exps, seeds: {tmp_path / "runs/l/b-seed0": tmp_path / "runs/s/a-seed0"})
+    monkeypatch.setattr(mod, "find_continuations",
+                        lambda exps, seeds: {tmp_path / "runs/l/b-seed0": mod.Start(tmp_path / "runs/s/a-seed0", 2)})
     exps = [mod.Experiment("s", {"a": "a.yaml"}), mod.Experiment("l", {"b": "b.yaml"})]
     mod.reproduce(exps, [], seeds=1, jobs=2, dry=False)
     assert started == [tmp_path / "runs/s/a-seed0"]  # the continued run never started, and was not copied

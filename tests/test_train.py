@@ -168,13 +168,44 @@ def test_continuing_a_run_whose_saved_steps_was_edited_into_a_string_is_a_user_e
         train_rl(recipe("grpo", tiny_base, "steps=4"), tmp_path / "a", resume=True)
 
 
-def test_continuing_refuses_a_decaying_schedule_and_a_skipped_reference_reset(tiny_base, tmp_path):
+def test_continuing_refuses_a_decaying_schedule(tiny_base, tmp_path):
     train_rl(recipe("grpo", tiny_base, "steps=2", "optim.schedule=linear"), tmp_path / "lin")
     with pytest.raises(UserError, match="function of the total steps"):
         train_rl(recipe("grpo", tiny_base, "steps=4", "optim.schedule=linear"), tmp_path / "lin", resume=True)
-    train_rl(recipe("grpo", tiny_base, "steps=2", "kl.ref_reset_every=2"), tmp_path / "prorl")
-    with pytest.raises(UserError, match="ref_reset_every"):
-        train_rl(recipe("grpo", tiny_base, "steps=4", "kl.ref_reset_every=2"), tmp_path / "prorl", resume=True)
+
+
+PRORL = ("optim.lr=1e-3", "eval.every=2")
+
+
+def test_a_run_that_ended_on_a_reset_step_continued_makes_the_skipped_reset(tiny_base, tmp_path):
+    """A run does not reset its reference on its last step; continued to more steps it makes that reset
+    on resuming, as the longer run made it after that step."""
+    train_rl(recipe("grpo", tiny_base, "steps=4", "kl.ref_reset_every=2", *PRORL), tmp_path / "long")
+    train_rl(recipe("grpo", tiny_base, "steps=2", "kl.ref_reset_every=2", *PRORL), tmp_path / "run")
+    train_rl(recipe("grpo", tiny_base, "steps=4", "kl.ref_reset_every=2", *PRORL), tmp_path / "run", resume=True)
+    rows = metrics(tmp_path / "run")
+    assert rows == metrics(tmp_path / "long") and evals(tmp_path / "run") == evals(tmp_path / "long")
+    assert rows[2]["kl_mean"] < 1e-9 < rows[1]["kl_mean"]  # step 3 starts from the fresh reference
+
+
+def test_a_run_without_resets_continued_with_them_from_the_first_reset_step(tiny_base, tmp_path):
+    """The first N steps of a run that resets every N are those of the same run without resets: such a
+    run (finished, or with its later checkpoints removed) continues as the run with resets, and says so."""
+    train_rl(recipe("grpo", tiny_base, "steps=4", "kl.ref_reset_every=2", *PRORL), tmp_path / "reset")
+    train_rl(recipe("grpo", tiny_base, "steps=4", *PRORL), tmp_path / "plain")
+    import shutil
+
+    shutil.copytree(tmp_path / "plain", tmp_path / "branch")
+    shutil.rmtree(tmp_path / "branch" / "checkpoints" / "step_4")
+    with pytest.raises(UserError, match="ref_reset_every: None -> 2"):  # 4 steps trained: a reset fell inside
+        train_rl(recipe("grpo", tiny_base, "steps=4", "kl.ref_reset_every=2", *PRORL), tmp_path / "plain", resume=True)
+    train_rl(recipe("grpo", tiny_base, "steps=4", "kl.ref_reset_every=2", *PRORL), tmp_path / "branch", resume=True)
+    assert metrics(tmp_path / "branch") == metrics(tmp_path / "reset")
+    assert evals(tmp_path / "branch") == evals(tmp_path / "reset")
+    assert metrics(tmp_path / "branch") != metrics(tmp_path / "plain")
+    status = json.loads((tmp_path / "branch" / "run.json").read_text())
+    assert status["ref_reset_changed"] == [{"from": None, "to": 2, "at_step": 2}]
+    assert load_recipe(str(tmp_path / "branch" / "recipe.yaml")).kl.ref_reset_every == 2
 
 
 def test_resume_refuses_a_different_recipe(tiny_base, tmp_path):

@@ -92,7 +92,8 @@ def train(
     out: str | None = typer.Option(None, "--out", help="Run directory (default: OUTPUT_DIR/NAME, or OUTPUT_DIR/NAME-seedN with --seed)."),
     set_: list[str] = typer.Option([], "--set", help="Override a field: --set optim.lr=3e-4 (repeatable)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run directory from its last complete checkpoint "
-                                "(with a larger steps: train a finished run further)."),
+                                "(with a larger steps: train a finished run further; with a kl.ref_reset_every of N where the run "
+                                "had none: continue a run of at most N steps as the run with resets)."),
     seed: int | None = typer.Option(None, "--seed", help="Override the recipe's seed."),
     nproc: int = typer.Option(1, "--nproc", min=1, help="Processes to train on (starts torchrun; see README \"Scaling out\")."),
 ) -> None:

@@ -11,9 +11,10 @@ The record is a deterministic function of (docs/design.md §4, ``evaluation/core
   the task's settings (they decide the filler words and the verifier) and the parts of the reward
   spec the true verifier reads (everything except ``terms``, ``workers`` and ``worker_memory_mb``:
   the eval scores with the task's true verifier, whatever the training reward);
-- the eval settings ``evaluate_policy`` receives (``eval.*`` except ``every`` and ``at_start``), the device type and the torch thread count (kernels may split
-  reductions differently), the torch and transformers versions and the source of this package (a
-  change to the sampler or a verifier is a new key).
+- the eval settings ``evaluate_policy`` receives (``eval.*`` except ``every`` and ``at_start``), the
+  device type and the torch thread count (kernels may split reductions differently), the versions of
+  the libraries the sampler and the verifiers run on (:data:`LIBRARIES`) and the source of this package
+  (a change to the sampler or a verifier is a new key).
 
 ``initial_eval_key`` hashes all of that (blake2b); the record is stored under
 ``$RLVR_CACHE/evals/<key>.json`` (atomically; two runs racing write the same bytes) and copied into a
@@ -57,6 +58,23 @@ def package_source_digest() -> str:
     return h.hexdigest()
 
 
+LIBRARIES = ("torch", "transformers", "tokenizers", "numpy", "sympy", "math-verify", "reasoning-gym")
+"""What the sampler and the true verifiers run on: a new version of any is a new key."""
+
+
+@lru_cache(maxsize=1)
+def library_versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def weights_digest(model: torch.nn.Module) -> str:
     """blake2b over the state dict: each tensor's name, dtype, shape and raw bytes."""
     h = hashlib.blake2b(digest_size=16)
@@ -78,8 +96,6 @@ def initial_eval_key(model, tokenizer, task, task_spec, reward_spec, settings: d
                      device: torch.device) -> str:
     """The cache key of the record ``evaluate_policy(model, tokenizer, task, scorer, **settings)`` computes,
     the scorer built from ``reward_spec`` (of which only what the true verifier reads counts)."""
-    import transformers
-
     from rlvr_cli.tasks import encode_prompt
 
     problems = task.eval_problems()[: settings["num_prompts"]]
@@ -98,8 +114,7 @@ def initial_eval_key(model, tokenizer, task, task_spec, reward_spec, settings: d
         "settings": settings,
         "device": device.type,
         "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        "libraries": library_versions(),
         "source": package_source_digest(),
     }
     blob = json.dumps(parts, sort_keys=True, default=str).encode()

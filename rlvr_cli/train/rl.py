@@ -395,6 +395,11 @@ def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
             session.reset_optimizer()
             session.state["ref_reset_step"] = s
 
+    if session.start_step and session.state.get("ref_reset_step") != session.start_step:
+        # resumed on a reset step whose reset the checkpoint does not hold: the run's old last step (a run
+        # does not reset on its final step) or a run without resets continued with them (session._continuation)
+        reset_reference(session.start_step)
+
     def checkpoint_extra() -> dict:
         if reference is not None and "ref_reset_step" in session.state:
             return {"reference_state": reference.state_dict()}

@@ -61,28 +61,39 @@ COSMETIC = ("name", "description")
 """Recipe fields that change no computed number: a resumed or continued run may rename itself."""
 
 
-def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> int | None:
+def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> tuple[int | None, dict | None]:
     """Check that ``recipe`` may resume the run saved with recipe ``saved`` (``done`` steps trained).
 
-    Allowed besides the same recipe: a different ``name``/``description``, and a different ``steps``
+    Allowed besides the same recipe: a different ``name``/``description``; a different ``steps``
     where the longer (or shorter) run computes exactly what the run so far computed, so that continuing
     a finished 100-step run to 150 steps gives the metrics a 150-step run gives from the start. That
     holds when the lr schedule does not depend on the total (``optim.schedule: constant``; the warm-up
-    counts absolute updates), and no ProRL reference reset was skipped at the old last step (a run does
-    not reset on its final step). One difference stays: the evaluation at the old last step is kept
-    even when ``eval.every`` does not fall on it. Returns the saved step count when ``steps`` changes
-    (else None); raises UserError naming every other difference.
+    counts absolute updates). A ProRL reset the run skipped at its old last step (a run does not reset
+    on its final step) is made on resuming (``rl.train_rl``), as the longer run made it. And a
+    ``kl.ref_reset_every`` of N where the run had none, when at most N steps are trained: no reset fell
+    inside them, so they are the first steps of the run with resets (the reset at step N, if it is the
+    last step trained, is made on resuming). One difference stays: the evaluation at the old last step
+    is kept even when ``eval.every`` does not fall on it. Returns (the saved step count when ``steps``
+    changes, else None; the reset change {"from", "to", "at_step"} or None); raises UserError naming
+    every other difference.
     """
     ignore = {"distributed": None, **{k: None for k in COSMETIC}}
     # how the work is split is not part of what the run computes: a run resumes on any number of processes
     new = {**recipe.model_dump(mode="json"), **ignore}
-    diffs = _diff({**saved, **ignore, "steps": recipe.steps}, new)
+    before = {**saved, **ignore, "steps": recipe.steps}
+    saved_kl = saved.get("kl") if isinstance(saved.get("kl"), dict) else {}
+    every = recipe.kl.ref_reset_every
+    reset = None
+    if saved_kl.get("ref_reset_every") is None and every is not None and done <= every:
+        reset = {"from": None, "to": every, "at_step": done}
+        before["kl"] = {**saved_kl, "ref_reset_every": every}
+    diffs = _diff(before, new)
     where = f"{root}/recipe.yaml"
     if diffs:
         raise UserError([f"{where}: --resume with a different recipe: {d}" for d in diffs])
     old = saved.get("steps")
     if old == recipe.steps:
-        return None
+        return None, reset
     change = f"{where}: --resume with steps {old!r} -> {recipe.steps}"
     if not isinstance(old, int) or isinstance(old, bool):
         raise UserError(f"{change}: the saved steps is not an integer (a hand-edited recipe.yaml?); choose another --out")
@@ -92,11 +103,7 @@ def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> int | N
     if recipe.optim.schedule != "constant":
         raise UserError(f"{change}: optim.schedule {recipe.optim.schedule!r} is a function of the total steps, "
                         "so the steps already trained would not be the longer run's; start a new run")
-    every = recipe.kl.ref_reset_every
-    if every and done == old and old % every == 0:
-        raise UserError(f"{change}: the run ended on a kl.ref_reset_every step ({old}), where a run skips "
-                        "its reference reset, and a longer run would have reset; start a new run")
-    return old
+    return old, reset
 
 
 @dataclass
@@ -206,7 +213,7 @@ def open_session(
     if dist.is_main():  # one lock per run: the rank that writes holds it (see train/lock.py)
         lock.acquire(run.root, owner=run)
     recipe_yaml = dump_recipe(recipe)
-    ckpt, extended_from, rewrite = None, None, False
+    ckpt, extended_from, reset_change, rewrite = None, None, None, False
     exists = (run.root / "recipe.yaml").is_file()
     if exists:
         if not resume:
@@ -218,8 +225,9 @@ def open_session(
         if not isinstance(saved, dict):
             raise UserError(f"{run.root}/recipe.yaml: not a recipe mapping; choose another --out")
         ckpt = run.latest_checkpoint()
-        extended_from = _continuation(run.root, saved, recipe, ckpt[0] if ckpt else 0)
-        rewrite = extended_from is not None or any(saved.get(k) != getattr(recipe, k) for k in COSMETIC)
+        extended_from, reset_change = _continuation(run.root, saved, recipe, ckpt[0] if ckpt else 0)
+        rewrite = (extended_from is not None or reset_change is not None
+                   or any(saved.get(k) != getattr(recipe, k) for k in COSMETIC))
 
     device = resolve_device(device_name)
     _, autocast_dtype = weights_and_autocast(recipe.model.dtype, device)
@@ -232,13 +240,16 @@ def open_session(
     if exists:
         run.truncate_after(ckpt[0] if ckpt else 0)
         changed = {}
-        if rewrite:  # the run's recipe is now the new one (its steps, name, description)
+        if rewrite:  # the run's recipe is now the new one (its steps, name, description, reset cadence)
             run.write_recipe(recipe_yaml)
             changed["name"] = recipe.name
         if extended_from is not None:
             before = run.read_status().get("extended")  # a hand-edited run.json may hold anything there
             changed["extended"] = [*(before if isinstance(before, list) else []),
                                    {"from_steps": extended_from, "to_steps": recipe.steps, "at_step": ckpt[0] if ckpt else 0}]
+        if reset_change is not None:
+            before = run.read_status().get("ref_reset_changed")
+            changed["ref_reset_changed"] = [*(before if isinstance(before, list) else []), reset_change]
         run.write_status("running", resumed_from_step=ckpt[0] if ckpt else 0, error=None, **changed,
                          **dist.run_info(recipe))
     else:
