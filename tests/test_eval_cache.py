@@ -109,6 +109,21 @@ def test_the_key_changes_exactly_with_what_the_record_depends_on(tiny_base, sets
     assert (_key(model, tok, base) == _key(model, tok, recipe(tiny_base, *sets))) is same
 
 
+def test_the_key_changes_with_the_code_and_the_libraries(tiny_base, monkeypatch):
+    from rlvr_cli.models import load_model
+
+    r = recipe(tiny_base)
+    model, tok, _ = load_model(r.model.name, torch.device("cpu"), r.model.dtype)
+    before = _key(model, tok, r)
+    monkeypatch.setattr(cache, "package_source_digest", lambda: "another sampler")
+    assert _key(model, tok, r) != before
+    monkeypatch.undo()
+    assert _key(model, tok, r) == before
+    real = cache.library_versions()
+    monkeypatch.setattr(cache, "library_versions", lambda: {**real, "sympy": "0.0"})
+    assert _key(model, tok, r) != before
+
+
 def test_the_key_changes_with_one_weight_and_with_the_thread_count(tiny_base):
     from rlvr_cli.models import load_model
 
