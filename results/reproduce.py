@@ -29,10 +29,11 @@ starts as a copy of that run's finished directory and continues it with `--resum
 trainer allows only where the result is the longer run from step 0 (tested equal); commands.md
 records the copy. Likewise a run that resets its reference every N steps (prorl/reset) starts from
 step N of the same run without resets (prorl/no_reset, which saves a checkpoint there): a copy without
-the later checkpoints, resumed with the resets. --no-continue trains every run from step 0. A warm-started built-in model that an
-experiment's runs start from (builtin:tiny-length) is built by one job before its runs are queued, so
-no run holds a slot waiting on the build's lock; the runs' step-0 evaluations of one base model are
-computed once and reused (the trainer's eval cache, README "What a run leaves on disk").
+the later checkpoints, resumed with the resets. --no-continue trains every run from step 0. A
+warm-started built-in model that an experiment's runs start from (builtin:tiny-length) is built by one
+job before its runs are queued, so no run holds a slot waiting on the build's lock; the runs' step-0
+evaluations of one base model are computed once and reused (the trainer's eval cache, README "What a
+run leaves on disk").
 """
 
 from __future__ import annotations
@@ -308,11 +309,11 @@ _SUBMITTED: dict[Path, tuple[Future, list[str]]] = {}
 _SUBMIT_LOCK = threading.RLock()
 
 
-def copy_run(src: Path, dst: Path, at: int | None = None) -> list[str]:
+def copy_run(src: Path, dst: Path, at: int | None = None) -> None:
     """``src``'s run directory as ``dst`` (without its lock), atomically: a temp sibling, then renamed; its
     status is `copied` until the continued run starts (so a restarted script resumes it, not skips it).
     With ``at``, the checkpoints after step ``at`` are left out (`--resume` then forgets the steps logged
-    after it). Returns the checkpoint names left out."""
+    after it)."""
     tmp = dst.parent / f".tmp-{dst.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -323,7 +324,6 @@ def copy_run(src: Path, dst: Path, at: int | None = None) -> list[str]:
     (tmp / "run.json").write_text(json.dumps({**status, "status": "copied", "copied_from": str(src),
                                               "copied_at_step": at}, indent=2))
     os.rename(tmp, dst)
-    return later
 
 
 def continue_one(cmd: list[str], out: Path, start: Start, dry: bool, log: list[str]) -> bool:
