@@ -135,3 +135,12 @@ def test_the_key_changes_with_one_weight_and_with_the_thread_count(tiny_base):
         p = next(model.parameters())
         p.view(-1)[0] = torch.nextafter(p.view(-1)[0], torch.tensor(float("inf")))  # one ulp
     assert _key(model, tok, r) != before
+
+
+def test_a_model_the_key_cannot_read_is_evaluated_uncached(tiny_base, tmp_path, eval_cache, monkeypatch):
+    def unreadable(model):
+        raise TypeError("a quantised tensor")
+
+    monkeypatch.setattr(cache, "weights_digest", unreadable)
+    train_rl(recipe(tiny_base), tmp_path / "a")
+    assert not record(tmp_path / "a", 0)["reused"] and not eval_cache.exists()

@@ -33,8 +33,11 @@ def _initial_key(session, task) -> str | None:
     if not cache.enabled() or dist.world()[1] > 1:
         return None
     r = session.recipe
-    return cache.initial_eval_key(session.model, session.tokenizer, task, r.task, r.reward, _settings(r.eval),
-                                  session.autocast_dtype, session.device)
+    try:
+        return cache.initial_eval_key(session.model, session.tokenizer, task, r.task, r.reward, _settings(r.eval),
+                                      session.autocast_dtype, session.device)
+    except Exception:  # noqa: BLE001 (a model or tokenizer the key cannot read: evaluate it, uncached)
+        return None
 
 
 def _settings(spec) -> dict:

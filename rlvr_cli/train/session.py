@@ -84,7 +84,11 @@ def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> tuple[i
     saved_kl = saved.get("kl") if isinstance(saved.get("kl"), dict) else {}
     every = recipe.kl.ref_reset_every
     reset = None
-    if saved_kl.get("ref_reset_every") is None and every is not None and done <= every:
+    if saved_kl.get("ref_reset_every") is None and every is not None:
+        if done > every:
+            raise UserError(f"{root}/recipe.yaml: --resume with kl.ref_reset_every None -> {every}: the run has "
+                            f"trained {done} steps without a reset, and a run with resets would have reset at step "
+                            f"{every}; a run without resets takes them on only up to step {every}")
         reset = {"from": None, "to": every, "at_step": done}
         before["kl"] = {**saved_kl, "ref_reset_every": every}
     diffs = _diff(before, new)
