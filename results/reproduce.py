@@ -12,9 +12,13 @@ the exact commands written to results/<experiment>/commands.md. Finished runs ar
 interrupted ones resumed, so the script can be stopped and restarted at any time. Runs use
 --threads torch threads each (default 1); --jobs of them run side by side (default 2: on 2 cores two
 one-thread runs side by side finished sooner than one two-thread run at a time, see the README's
-Speed section). All experiments share one pool of --jobs slots, fed the R1 pipeline and the
-experiments with a prerequisite first: an experiment is compared as soon as its own runs finish, and
-no slot idles while any run is left. Per-run output goes to <runs>/<experiment>/<run>.log, a
+Speed section). All experiments share one pool of --jobs slots, fed the R1 pipeline, the
+experiments with a prerequisite and those with a run that another run continues first: an experiment
+is compared as soon as its own runs finish, and no slot idles while any run is left. Work queued late
+(a continued run once its source has finished, an experiment's runs once its prerequisite or model
+build is done) starts before the work that has waited since the start, so no such chain is left to
+run alone at the end (`bench/replay_schedule.py` replays this scheduler with a logged regeneration's
+job times). Per-run output goes to <runs>/<experiment>/<run>.log, a
 comparison's to <runs>/<experiment>/compare.log, a script's to <runs>/<script>.log. Training runs
 with this checkout's code (`python -m rlvr_cli`, from the repository root; the scripts get an `rlvr`
 on PATH that runs it too); commands.md records them as `rlvr ...`. --set overrides every training
@@ -40,6 +44,8 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import heapq
+import itertools
 import json
 import os
 import shlex
@@ -353,31 +359,73 @@ def _relay(fut: Future, done: Future) -> None:
 
 
 def _after(before: Future, fut: Future, submit, fn) -> None:
-    """Queue ``fn`` once ``before`` has ended and resolve ``fut`` with its outcome; whatever goes wrong
-    (a pool already shut down after another experiment failed) ends ``fut`` too, so no waiter hangs."""
+    """Queue ``fn`` once ``before`` has ended, ahead of the work queued before (``urgent``), and resolve
+    ``fut`` with its outcome; whatever goes wrong (a pool already shut down after another experiment
+    failed) ends ``fut`` too, so no waiter hangs."""
     def start(_: Future) -> None:
         try:
-            submit(fn).add_done_callback(lambda done: _relay(fut, done))
+            submit(fn, urgent=True).add_done_callback(lambda done: _relay(fut, done))
         except BaseException as e:  # noqa: BLE001
             fut.set_exception(e)
 
     before.add_done_callback(start)
 
 
-def submit_run(submit, out: Path, dry: bool) -> tuple[Future, list[str]]:
-    """Queue planned run ``out`` once (a run that another continues is asked for by both experiments);
-    a continued run enters the queue when the run it continues has ended. Returns (future, its log)."""
+def submit_run(submit, out: Path, dry: bool, urgent: bool = False) -> tuple[Future, list[str]]:
+    """Queue planned run ``out`` once (a run that another continues is asked for by both experiments),
+    ahead of the work queued before it if ``urgent``; a continued run enters the queue, urgent, when the
+    run it continues has ended. Returns (future, its log)."""
     with _SUBMIT_LOCK:
         if out in _SUBMITTED:
             return _SUBMITTED[out]
         cmd, log, start = COMMANDS[out], [], CONTINUES.get(out)
         if start is None:
-            fut = submit(lambda: run_one(cmd, out, dry, log))
+            fut = submit(lambda: run_one(cmd, out, dry, log), urgent=urgent)
         else:
             fut = Future()
-            _after(submit_run(submit, start.src, dry)[0], fut, submit, lambda: continue_one(cmd, out, start, dry, log))
+            _after(submit_run(submit, start.src, dry, urgent)[0], fut, submit,
+                   lambda: continue_one(cmd, out, start, dry, log))
         _SUBMITTED[out] = (fut, log)
         return fut, log
+
+
+class Slots:
+    """``jobs`` slots that take the most urgent queued work first, then the oldest.
+
+    Work queued with ``urgent`` (a continued run, queued only when the run it continues has finished)
+    starts before everything that has waited since the start: otherwise it starts behind every run
+    queued before it, and the last continued runs (prorl/reset, ~90 s each) are what the other slot
+    waits for at the end. Each ``submit`` hands the executor one `_next`, which runs whatever is most
+    urgent when a slot frees, so every queued item runs exactly once; an executor that is shut down
+    refuses the work as it would have (RuntimeError).
+    """
+
+    def __init__(self, pool: ThreadPoolExecutor):
+        self.pool, self.lock, self.order = pool, threading.Lock(), itertools.count()
+        self.queue: list[tuple[int, int, object, Future]] = []
+
+    def submit(self, fn, urgent: bool = False) -> Future:
+        fut: Future = Future()
+        item = (0 if urgent else 1, next(self.order), fn, fut)
+        with self.lock:
+            heapq.heappush(self.queue, item)
+            try:
+                self.pool.submit(self._next)
+            except BaseException:
+                self.queue.remove(item)
+                heapq.heapify(self.queue)
+                raise
+        return fut
+
+    def _next(self) -> None:
+        with self.lock:
+            _, _, fn, fut = heapq.heappop(self.queue)
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            fut.set_result(fn())
+        except BaseException as e:  # noqa: BLE001 (the waiter re-raises it)
+            fut.set_exception(e)
 
 
 def run_experiment(exp: Experiment, seeds: int, submit, dry: bool, ready=lambda: None) -> None:
@@ -397,7 +445,9 @@ def run_experiment(exp: Experiment, seeds: int, submit, dry: bool, ready=lambda:
         ready()
         f.result()
     runs = [RUNS / exp.name / f"{variant}-seed{s}" for s in range(exp.seeds or seeds) for variant in exp.variants]
-    queued = [submit_run(submit, out, dry) for out in runs]
+    # runs queued after a build or a prerequisite go ahead of the work queued meanwhile (Slots)
+    late = bool(exp.builds or exp.prerequisites)
+    queued = [submit_run(submit, out, dry, urgent=late) for out in runs]
     ready()
     for f, _ in queued:
         f.result()
@@ -454,13 +504,21 @@ SCRIPTS = {
 """Results made by their own scripts (a serial pipeline each): one pool slot each."""
 
 
-def schedule(experiments: list[Experiment], scripts: list[str]) -> list:
+def schedule(experiments: list[Experiment], scripts: list[str], continues: dict[Path, Start] | None = None) -> list:
     """The order work enters the pool: the longest serial chains first (the R1 pipeline, then experiments
-    whose runs wait for a prerequisite or a model build), so that no core idles at the end waiting on one chain."""
-    chained = [e for e in experiments if e.prerequisites or e.builds]
-    return ([("script", s) for s in scripts if s == "r1"] + [("experiment", e) for e in chained]
+    whose runs wait for a prerequisite or a model build, then those with a run that another run
+    continues, e.g. prorl/no_reset -> prorl/reset), so that no core idles at the end waiting on one chain."""
+    sources = {start.src for start in (continues or {}).values()}
+
+    def chained(e: Experiment) -> bool:
+        return bool(e.prerequisites or e.builds) or any(
+            RUNS / e.name / f"{v}-seed{s}" in sources for v in e.variants for s in range(e.seeds or 100))
+
+    waits = [e for e in experiments if e.prerequisites or e.builds]
+    feeds = [e for e in experiments if chained(e) and e not in waits]
+    return ([("script", s) for s in scripts if s == "r1"] + [("experiment", e) for e in waits + feeds]
             + [("script", s) for s in scripts if s != "r1"]
-            + [("experiment", e) for e in experiments if not (e.prerequisites or e.builds)])
+            + [("experiment", e) for e in experiments if not chained(e)])
 
 
 def _released(event: threading.Event, fn, *args):
@@ -486,12 +544,12 @@ def reproduce(experiments: list[Experiment], scripts: list[str], seeds: int, job
                 COMMANDS[out] = train_command(recipe, out, s, exp.sets)
     if continuing:
         CONTINUES.update(find_continuations(experiments, seeds))
-    work = schedule(experiments, scripts)
+    work = schedule(experiments, scripts, CONTINUES)
     if dry:
         done = Future()
         done.set_result(None)
 
-        def inline(fn):
+        def inline(fn, urgent: bool = False):
             fn()
             return done
 
@@ -504,15 +562,15 @@ def reproduce(experiments: list[Experiment], scripts: list[str], seeds: int, job
                 run_script(item, SCRIPTS[item], True)
         return
     with ThreadPoolExecutor(max_workers=jobs) as pool, ThreadPoolExecutor(max_workers=len(work)) as waiters:
-        pending = []
-        for kind, item in work:  # the pool's queue is first in, first out: queue in the order of `work`
+        slots, pending = Slots(pool), []
+        for kind, item in work:  # first in, first out apart from continued runs: queue in the order of `work`
             if kind == "experiment":
                 queued = threading.Event()
-                pending.append(waiters.submit(_released, queued, run_experiment, item, seeds, pool.submit, False,
+                pending.append(waiters.submit(_released, queued, run_experiment, item, seeds, slots.submit, False,
                                               queued.set))
                 queued.wait()
             else:
-                pending.append(pool.submit(run_script, item, SCRIPTS[item], False))
+                pending.append(slots.submit(lambda name=item: run_script(name, SCRIPTS[name], False)))
         for f in pending:
             f.result()
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -212,9 +214,86 @@ def test_a_continued_run_whose_source_failed_fails_without_copying_and_nothing_h
 
     before, fut = Future(), Future()
 
-    def refuse(fn):
+    def refuse(fn, urgent=False):
         raise RuntimeError("cannot schedule new futures after shutdown")
 
     mod._after(before, fut, refuse, lambda: True)
     before.set_result(True)
     assert isinstance(fut.exception(timeout=5), RuntimeError)
+
+
+def test_slots_start_urgent_work_first_then_the_oldest_and_refuse_after_shutdown():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    mod = load()
+    order: list[str] = []
+    gate = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        slots = mod.Slots(pool)
+        first = slots.submit(lambda: gate.wait(5) and order.append("first") or "first")
+        later = [slots.submit(lambda n=n: order.append(n) or n) for n in ("a", "b")]
+        urgent = slots.submit(lambda: order.append("urgent") or "urgent", urgent=True)
+        gate.set()
+        assert [f.result(timeout=5) for f in (first, *later, urgent)] == ["first", "a", "b", "urgent"]
+    assert order == ["first", "urgent", "a", "b"]
+    failing = None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        failing = mod.Slots(pool).submit(lambda: 1 / 0)
+    assert isinstance(failing.exception(timeout=5), ZeroDivisionError)  # the waiter sees the job's error
+    refused = mod.Slots(pool)
+    with pytest.raises(RuntimeError):
+        refused.submit(lambda: None)
+    assert refused.queue == []  # nothing left behind that a later `_next` would run
+
+
+def test_a_continued_run_starts_as_soon_as_its_source_ends_ahead_of_runs_queued_before_it(monkeypatch, tmp_path):
+    """One slot: s/a-seed0 is continued by l/b-seed0, which starts right after it, not after s/c and s/d
+    (queued before it); an experiment with a continued run is queued before plain ones."""
+    import time
+
+    mod = load()
+    monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(mod, "ROOT", tmp_path)
+    monkeypatch.setattr(mod.subprocess, "run", lambda *a, **k: type("R", (), {"returncode": 0})())
+    started: list[str] = []
+
+    def work(out):
+        started.append(str(Path(out).relative_to(tmp_path / "runs")))
+        time.sleep(0.02)
+        return True
+
+    monkeypatch.setattr(mod, "run_one", lambda cmd, out, dry, log: work(out))
+    monkeypatch.setattr(mod, "continue_one", lambda cmd, out, start, dry, log: work(out))
+    monkeypatch.setattr(mod, "find_continuations",
+                        lambda exps, seeds: {tmp_path / "runs/l/b-seed0": mod.Start(tmp_path / "runs/s/a-seed0", 2)})
+    exps = [mod.Experiment("p", {"x": "x.yaml"}), mod.Experiment("l", {"b": "b.yaml"}),
+            mod.Experiment("s", {"a": "a.yaml", "c": "c.yaml", "d": "d.yaml"})]
+    mod.reproduce(exps, [], seeds=1, jobs=1, dry=False)
+    assert started == ["s/a-seed0", "l/b-seed0", "s/c-seed0", "s/d-seed0", "p/x-seed0"]
+
+
+def test_runs_queued_after_their_prerequisite_go_ahead_of_runs_queued_meanwhile(monkeypatch, tmp_path):
+    import time
+
+    mod = load()
+    monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(mod, "ROOT", tmp_path)
+    monkeypatch.setattr(mod.subprocess, "run", lambda *a, **k: type("R", (), {"returncode": 0})())
+    started: list[str] = []
+
+    def work(out):
+        started.append(Path(out).name)
+        time.sleep(0.05)
+        return True
+
+    monkeypatch.setattr(mod, "run_one", lambda cmd, out, dry, log: work(out))
+    chained = mod.Experiment("c", {"r": "r.yaml"}, prerequisites=[("base.yaml", str(tmp_path / "base"))])
+    plain = mod.Experiment("p", {name: f"{name}.yaml" for name in "wxyz"})
+    mod.reproduce([plain, chained], [], seeds=1, jobs=1, dry=False)
+    assert started[0] == "base"
+    # queued after the prerequisite ended, behind 4 plain runs: it starts second or third (the slot that
+    # freed may take the next plain run before the waiting experiment has queued its run), not last
+    assert started.index("r-seed0") <= 2, started

@@ -52,6 +52,7 @@ class ISCorrection:
     weights: torch.Tensor  # (B, T) detached weights, 0 on padding (1 on valid tokens for mode none)
     corrected: torch.Tensor  # (B, T) bool: valid tokens whose weight was truncated or masked
     stats: dict[str, float]  # mismatch_stats(...) plus is_corrected_frac and is_weight_mean
+    weight_sum: float = 0.0  # the weights' float64 sum over valid tokens, before the cast to ``weights``' dtype
 
 
 def mismatch_stats(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
@@ -114,8 +115,8 @@ def is_correction_weights(
     w = w * m
     corrected = (w != raw) & (m > 0) if mode != "none" else torch.zeros_like(m, dtype=torch.bool)
     stats = mismatch_stats(trainer_logp, sampler_logp, mask)
-    n = float(m.sum())
+    n, weight_sum = float(m.sum()), float(w.sum())
     if n > 0:
         stats["is_corrected_frac"] = float(corrected.sum()) / n
-        stats["is_weight_mean"] = float(w.sum()) / n
-    return ISCorrection(w.to(trainer_logp.dtype), corrected, stats)
+        stats["is_weight_mean"] = weight_sum / n
+    return ISCorrection(w.to(trainer_logp.dtype), corrected, stats, weight_sum)

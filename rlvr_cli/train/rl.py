@@ -495,8 +495,8 @@ def batch_mismatch_stats(isc: ISCorrection, old_logp, sampler_logp, mask) -> dic
     valid = mask > 0
     d = dist.gather_concat((old_logp.detach() - sampler_logp.detach()).to(torch.float64)[valid].tolist())
     stats = log_ratio_stats(torch.tensor(d, dtype=torch.float64))
-    corrected, weight, n = dist.all_reduce([float(isc.corrected.sum()), float(isc.weights.double().sum()),
-                                            float(valid.sum())], "sum")
+    # the float64 sums each rank computed (the weights themselves are float32 by now)
+    corrected, weight, n = dist.all_reduce([float(isc.corrected.sum()), isc.weight_sum, float(valid.sum())], "sum")
     if n > 0:
         stats["is_corrected_frac"] = corrected / n
         stats["is_weight_mean"] = weight / n
