@@ -392,9 +392,10 @@ def submit_run(submit, out: Path, dry: bool, urgent: bool = False) -> tuple[Futu
 class Slots:
     """``jobs`` slots that take the most urgent queued work first, then the oldest.
 
-    Work queued with ``urgent`` (a continued run, queued only when the run it continues has finished)
-    starts before everything that has waited since the start: otherwise it starts behind every run
-    queued before it, and the last continued runs (prorl/reset, ~90 s each) are what the other slot
+    Work queued with ``urgent`` (a continued run, queued only when the run it continues has finished;
+    an experiment's runs, queued only when its prerequisite or model build is done) starts before
+    everything that has waited since the start: otherwise it starts behind every run queued before
+    it, and the last of it (in regeneration 4, prorl/reset, ~90 s per run) is what the other slot
     waits for at the end. Each ``submit`` hands the executor one `_next`, which runs whatever is most
     urgent when a slot frees, so every queued item runs exactly once; an executor that is shut down
     refuses the work as it would have (RuntimeError).
@@ -508,11 +509,10 @@ def schedule(experiments: list[Experiment], scripts: list[str], continues: dict[
     """The order work enters the pool: the longest serial chains first (the R1 pipeline, then experiments
     whose runs wait for a prerequisite or a model build, then those with a run that another run
     continues, e.g. prorl/no_reset -> prorl/reset), so that no core idles at the end waiting on one chain."""
-    sources = {start.src for start in (continues or {}).values()}
+    feeding = {start.src.parent for start in (continues or {}).values()}  # experiments' run directories
 
     def chained(e: Experiment) -> bool:
-        return bool(e.prerequisites or e.builds) or any(
-            RUNS / e.name / f"{v}-seed{s}" in sources for v in e.variants for s in range(e.seeds or 100))
+        return bool(e.prerequisites or e.builds) or RUNS / e.name in feeding
 
     waits = [e for e in experiments if e.prerequisites or e.builds]
     feeds = [e for e in experiments if chained(e) and e not in waits]
@@ -563,7 +563,7 @@ def reproduce(experiments: list[Experiment], scripts: list[str], seeds: int, job
         return
     with ThreadPoolExecutor(max_workers=jobs) as pool, ThreadPoolExecutor(max_workers=len(work)) as waiters:
         slots, pending = Slots(pool), []
-        for kind, item in work:  # first in, first out apart from continued runs: queue in the order of `work`
+        for kind, item in work:  # first in, first out apart from urgent work: queue in the order of `work`
             if kind == "experiment":
                 queued = threading.Event()
                 pending.append(waiters.submit(_released, queued, run_experiment, item, seeds, slots.submit, False,

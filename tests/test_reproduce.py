@@ -229,15 +229,21 @@ def test_slots_start_urgent_work_first_then_the_oldest_and_refuse_after_shutdown
     mod = load()
     order: list[str] = []
     gate = threading.Event()
+
+    def job(name: str, wait: bool = False) -> str:
+        if wait:
+            gate.wait(5)  # holds the only slot until everything else is queued
+        order.append(name)
+        return name
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         slots = mod.Slots(pool)
-        first = slots.submit(lambda: gate.wait(5) and order.append("first") or "first")
-        later = [slots.submit(lambda n=n: order.append(n) or n) for n in ("a", "b")]
-        urgent = slots.submit(lambda: order.append("urgent") or "urgent", urgent=True)
+        first = slots.submit(lambda: job("first", wait=True))
+        later = [slots.submit(lambda n=n: job(n)) for n in ("a", "b")]
+        urgent = slots.submit(lambda: job("urgent"), urgent=True)
         gate.set()
         assert [f.result(timeout=5) for f in (first, *later, urgent)] == ["first", "a", "b", "urgent"]
     assert order == ["first", "urgent", "a", "b"]
-    failing = None
     with ThreadPoolExecutor(max_workers=1) as pool:
         failing = mod.Slots(pool).submit(lambda: 1 / 0)
     assert isinstance(failing.exception(timeout=5), ZeroDivisionError)  # the waiter sees the job's error
