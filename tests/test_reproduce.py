@@ -228,10 +228,11 @@ def test_slots_start_urgent_work_first_then_the_oldest_and_refuse_after_shutdown
 
     mod = load()
     order: list[str] = []
-    gate = threading.Event()
+    running, gate = threading.Event(), threading.Event()
 
     def job(name: str, wait: bool = False) -> str:
         if wait:
+            running.set()
             gate.wait(5)  # holds the only slot until everything else is queued
         order.append(name)
         return name
@@ -239,6 +240,7 @@ def test_slots_start_urgent_work_first_then_the_oldest_and_refuse_after_shutdown
     with ThreadPoolExecutor(max_workers=1) as pool:
         slots = mod.Slots(pool)
         first = slots.submit(lambda: job("first", wait=True))
+        assert running.wait(5)  # the slot has taken it: what comes next is queued behind it
         later = [slots.submit(lambda n=n: job(n)) for n in ("a", "b")]
         urgent = slots.submit(lambda: job("urgent"), urgent=True)
         gate.set()
@@ -253,9 +255,9 @@ def test_slots_start_urgent_work_first_then_the_oldest_and_refuse_after_shutdown
     assert refused.queue == []  # nothing left behind that a later `_next` would run
 
 
-def test_a_continued_run_starts_as_soon_as_its_source_ends_ahead_of_runs_queued_before_it(monkeypatch, tmp_path):
-    """One slot: s/a-seed0 is continued by l/b-seed0, which starts right after it, not after s/c and s/d
-    (queued before it); an experiment with a continued run is queued before plain ones."""
+def sleeping_reproduce(monkeypatch, tmp_path, seconds: float):
+    """reproduce.py loaded with every run a sleep of ``seconds`` that logs its path (relative to tmp_path)
+    into the returned list, and the comparisons and outputs under tmp_path: (module, started)."""
     import time
 
     mod = load()
@@ -266,40 +268,33 @@ def test_a_continued_run_starts_as_soon_as_its_source_ends_ahead_of_runs_queued_
     started: list[str] = []
 
     def work(out):
-        started.append(str(Path(out).relative_to(tmp_path / "runs")))
-        time.sleep(0.02)
+        started.append(str(Path(out).relative_to(tmp_path)))
+        time.sleep(seconds)
         return True
 
     monkeypatch.setattr(mod, "run_one", lambda cmd, out, dry, log: work(out))
     monkeypatch.setattr(mod, "continue_one", lambda cmd, out, start, dry, log: work(out))
+    return mod, started
+
+
+def test_a_continued_run_starts_as_soon_as_its_source_ends_ahead_of_runs_queued_before_it(monkeypatch, tmp_path):
+    """One slot: s/a-seed0 is continued by l/b-seed0, which starts right after it, not after s/c and s/d
+    (queued before it); an experiment with a continued run is queued before plain ones."""
+    mod, started = sleeping_reproduce(monkeypatch, tmp_path, 0.1)
     monkeypatch.setattr(mod, "find_continuations",
                         lambda exps, seeds: {tmp_path / "runs/l/b-seed0": mod.Start(tmp_path / "runs/s/a-seed0", 2)})
     exps = [mod.Experiment("p", {"x": "x.yaml"}), mod.Experiment("l", {"b": "b.yaml"}),
             mod.Experiment("s", {"a": "a.yaml", "c": "c.yaml", "d": "d.yaml"})]
     mod.reproduce(exps, [], seeds=1, jobs=1, dry=False)
-    assert started == ["s/a-seed0", "l/b-seed0", "s/c-seed0", "s/d-seed0", "p/x-seed0"]
+    assert started == ["runs/s/a-seed0", "runs/l/b-seed0", "runs/s/c-seed0", "runs/s/d-seed0", "runs/p/x-seed0"]
 
 
 def test_runs_queued_after_their_prerequisite_go_ahead_of_runs_queued_meanwhile(monkeypatch, tmp_path):
-    import time
-
-    mod = load()
-    monkeypatch.setattr(mod, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(mod, "ROOT", tmp_path)
-    monkeypatch.setattr(mod.subprocess, "run", lambda *a, **k: type("R", (), {"returncode": 0})())
-    started: list[str] = []
-
-    def work(out):
-        started.append(Path(out).name)
-        time.sleep(0.05)
-        return True
-
-    monkeypatch.setattr(mod, "run_one", lambda cmd, out, dry, log: work(out))
+    mod, started = sleeping_reproduce(monkeypatch, tmp_path, 0.1)
     chained = mod.Experiment("c", {"r": "r.yaml"}, prerequisites=[("base.yaml", str(tmp_path / "base"))])
     plain = mod.Experiment("p", {name: f"{name}.yaml" for name in "wxyz"})
     mod.reproduce([plain, chained], [], seeds=1, jobs=1, dry=False)
     assert started[0] == "base"
     # queued after the prerequisite ended, behind 4 plain runs: it starts second or third (the slot that
     # freed may take the next plain run before the waiting experiment has queued its run), not last
-    assert started.index("r-seed0") <= 2, started
+    assert started.index("runs/c/r-seed0") <= 2, started
