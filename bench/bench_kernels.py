@@ -78,7 +78,7 @@ def setup(recipe: str):
 def fwd_bwd(model, mb):
     from rlvr_cli.train.batch import response_logprobs
 
-    logp, ent = response_logprobs(model, mb, 1.0, with_entropy=True)
+    logp, _ = response_logprobs(model, mb, 1.0, with_entropy=True)  # as the trainer: with the entropy
     loss = -(logp * mb.response_mask).sum() / mb.response_mask.sum()
     loss.backward()
     model.zero_grad(set_to_none=True)
@@ -141,7 +141,13 @@ def main() -> None:
     ap.add_argument("--eval-sizes", nargs="+", type=int, default=[256, 128], help="batch sizes set against 512")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    r, model, tok, task, rollout, mb = setup(args.recipe)
+    from rlvr_cli.errors import UserError
+
+    try:
+        r, model, tok, task, rollout, mb = setup(args.recipe)
+    except UserError as e:  # a recipe that does not load or validate: its message names the field or file
+        print(f"bench_kernels: {e}", file=sys.stderr)
+        sys.exit(2)
     print(f"{os.path.relpath(args.recipe)} shapes on {r.model.name}, 1 thread, load average {os.getloadavg()[0]:.1f}")
 
     def diff(x, y):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import re
 import sys
 import threading
@@ -32,9 +33,18 @@ from pathlib import Path
 DONE = re.compile(r"\[done\] (?:build )?(\S+) in (\d+)s")
 
 
+def fail(message: str):
+    print(f"replay_schedule: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def job_times(log: Path) -> dict[str, int]:
     """Seconds per job of a reproduce.py log, by the name it logs (a run directory, a model, a script)."""
-    return {m.group(1): int(m.group(2)) for m in map(DONE.match, log.read_text().splitlines()) if m}
+    try:
+        text = log.read_text(errors="replace")
+    except OSError as e:
+        fail(f"{log}: cannot read the log ({e.strerror})")
+    return {m.group(1): int(m.group(2)) for m in map(DONE.match, text.splitlines()) if m}
 
 
 def load_reproduce(root: Path):
@@ -52,7 +62,7 @@ def runs_root(times: dict[str, int]) -> Path:
         m = re.match(r"(.*)/[^/]+/[^/]+-seed\d+$", name)
         if m:
             return Path(m.group(1))
-    raise SystemExit("the log has no training run's [done] line")
+    fail("the log has no training run's `[done] ... in Ns` line: is it the output of results/reproduce.py?")
 
 
 def replay(root: Path, times: dict[str, int], jobs: int, scale: float, scratch: Path):
@@ -65,11 +75,12 @@ def replay(root: Path, times: dict[str, int], jobs: int, scale: float, scratch: 
                  for name in times}
     times = {name: times[logged] for name, logged in as_logged.items()}
     mod.RUNS, mod.RESULTS = scratch / "runs", scratch / "results"
-    lock, spans, t0 = threading.Lock(), [], []
+    lock, spans, t0, missing = threading.Lock(), [], [], []
 
     def sleep(job: str) -> bool:
-        if job not in times:
-            raise SystemExit(f"the log has no time for {job} (a run this checkout plans that the log's did not?)")
+        if job not in times:  # a job this checkout plans that the logged regeneration did not run
+            missing.append(job)
+            return True
         start = time.perf_counter()
         with lock:
             t0.append(start) if not t0 else None
@@ -85,6 +96,9 @@ def replay(root: Path, times: dict[str, int], jobs: int, scale: float, scratch: 
     mod.subprocess.run = lambda *a, **k: type("Done", (), {"returncode": 0})()
     mod.print = lambda *a, **k: None  # the scheduler's own progress lines
     mod.reproduce(mod.EXPERIMENTS, list(mod.SCRIPTS), seeds=3, jobs=jobs, dry=False)
+    if missing:
+        fail(f"the log has no time for {len(missing)} job(s) this checkout plans, e.g. "
+             f"{os.path.relpath(missing[0], scratch / 'runs')}: replay a full regeneration of the same experiments")
     end = max(e for _, e, _ in spans)
     busy = sum(times[j] for _, _, j in spans)
     return (end - t0[0]) * scale, busy, [((s - t0[0]) * scale, (e - t0[0]) * scale, as_logged[j]) for s, e, j in spans]
