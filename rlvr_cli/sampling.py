@@ -133,7 +133,12 @@ class _Static:
             self.gate_up = [torch.cat([x.mlp.gate_proj.weight, x.mlp.up_proj.weight]) for x in model.model.layers]
 
     def select(self, idx: torch.Tensor) -> None:
-        self.kv = [buf.index_select(1, idx) for buf in self.kv]
+        kv = []
+        for buf in self.kv:  # only the slots written so far are copied (the rest is never read before written)
+            new = buf.new_empty((2, len(idx), *buf.shape[2:]))
+            torch.index_select(buf[:, :, :, : self.slot], 1, idx, out=new[:, :, :, : self.slot])
+            kv.append(new)
+        self.kv = kv
         self.unmasked = None
 
     unmasked: bool | None = None
