@@ -17,8 +17,10 @@ One step (:func:`_train_step`):
      where remedy() is the top-entropy mask, Clip-Cov's cut or KL-Cov's penalty (their tokens chosen
      once per minibatch: :func:`token_selection`) and w_t the sampler-mismatch importance weight.
      Each minibatch's normaliser and token choices are computed once over the minibatch, so
-     micro-batching (gradient accumulation) does not change the gradient. A minibatch with no loss token (all
-     truncated and masked) takes no optimiser step; a non-finite one is skipped.
+     micro-batching (gradient accumulation) does not change the gradient. Rows whose token loss is 0
+     whatever the weights (A = 0 and no term without A: :func:`zero_loss_rows`) are forwarded without a
+     backward, for the statistics. A minibatch with no loss token (all truncated and masked) takes no
+     optimiser step; a non-finite one is skipped.
   6. one metrics line; eval / checkpoint on their cadence (:mod:`.loop`); ProRL reference reset.
 
 Under torchrun each rank samples, verifies and forwards a contiguous share of whole groups; the
@@ -284,6 +286,24 @@ def token_loss(recipe: Recipe, logp, entropy, old_logp, ref_logp, adv, loss_mask
     return loss, sur
 
 
+def zero_loss_rows(recipe: Recipe, adv: torch.Tensor, ref_logp, loss_mask: torch.Tensor) -> torch.Tensor:
+    """(B,) bool: the rows whose aggregated :func:`token_loss` is 0 for every value of the weights, so
+    that their backward adds exactly nothing to the gradient.
+
+    - No loss token (``loss_mask``, (B, T), all 0: e.g. truncated and masked): every term is masked.
+    - Advantage exactly 0 (a group with no reward spread under a group baseline, a pass@k advantage
+      with no k-subset spread), where every term of the loss carries A: the clipped surrogate
+      -min(rho*0, clip(rho)*0) = 0, and its top-entropy mask, Clip-Cov's detach and the importance
+      weights keep it 0; not with KL in the loss, an entropy bonus or KL-Cov's penalty (it can pick
+      any token), which reach such a row whatever A is.
+    """
+    kl_in_loss = ref_logp is not None and recipe.kl.placement == "loss" and recipe.kl.beta > 0
+    cov = recipe.loss.cov_penalty
+    other_terms = kl_in_loss or recipe.loss.entropy_coef or (cov is not None and cov.type == "kl_cov")
+    no_tokens = loss_mask.sum(dim=1) == 0
+    return no_tokens if other_terms else no_tokens | (adv == 0)
+
+
 @dataclass
 class UpdateStats:
     """Clip, ratio and entropy statistics of one step's updates, kept apart from the loss."""
@@ -533,6 +553,7 @@ def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, 
     """
     o, agg = session.recipe.optim, session.recipe.loss.aggregation
     stats = UpdateStats()
+    still = zero_loss_rows(session.recipe, adv, ref_logp, loss_mask)  # forwarded without a backward
     for pass_ in range(o.mu):
         order = torch.arange(n_rows)
         if o.minibatches > 1:
@@ -551,10 +572,19 @@ def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, 
                 stats.add_selection(sel, float(mb_mask.sum()))
             session.optimizer.zero_grad(set_to_none=True)
             total = 0.0
-            micro = length_sorted_chunks(mb_idx, batch.lengths, o.micro_batches)
+            micro, quiet = _micro_batches(mb_idx, still[mb_idx.to(still.device)].cpu(), batch.lengths, o.micro_batches)
+            # the quiet rows' loss (0, or not finite where a backward would have seen that) and statistics
+            for k in range(_micro_slots(session, len(quiet), forward_only=True)):
+                if k < len(quiet):
+                    total += _micro_batch(session, batch, quiet[k], old_logp, ref_logp, adv, loss_mask, z, stats,
+                                          first_pass=pass_ == 0, backward=False, sel=sel, is_weights=is_weights)
+                else:
+                    _zero_pass(session, backward=False)
             # a rank short of micro-batches runs zero-weight passes so the collectives pair up: DDP reduces
-            # on one backward per minibatch, FSDP2 gathers on every forward
-            slots = _micro_slots(session, len(micro))
+            # on one backward per minibatch, FSDP2 gathers on every forward; and one whose rows all have a zero
+            # loss still takes its step with zero gradients (AdamW's moments move the weights, as they did
+            # when those rows were backpropagated)
+            slots = max(_micro_slots(session, len(micro)), int(not empty))
             for k in range(slots):
                 with session.sync_grads(last=k == slots - 1):
                     if k < len(micro):
@@ -574,6 +604,19 @@ def _update(session: Session, batch: Batch, old_logp, ref_logp, adv, loss_mask, 
     return stats
 
 
+def _micro_batches(mb_idx: torch.Tensor, quiet: torch.Tensor, lengths: list[int],
+                   micro_batches: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """A minibatch's rows in length-sorted micro-batches: those to backpropagate, and the ``quiet`` ones
+    (:func:`zero_loss_rows`) to forward only. Without quiet rows, ``micro_batches`` chunks; with them,
+    each part in chunks of at most the rows one of those would hold, so no pass is larger (memory) and
+    there are fewer passes."""
+    if not bool(quiet.any()):
+        return length_sorted_chunks(mb_idx, lengths, micro_batches), []
+    per = -(-len(mb_idx) // micro_batches)
+    parts = (mb_idx[~quiet], mb_idx[quiet])
+    return tuple(length_sorted_chunks(rows, lengths, -(-len(rows) // per)) if len(rows) else [] for rows in parts)
+
+
 def _minibatch_selection(session: Session, batch: Batch, mb_idx, old_logp, adv, loss_mask, generator) -> TokenSelection:
     """The remedies' tokens of one minibatch, from a no-gradient pass of the current policy over all of
     it (in the micro-batch chunks), so that they do not depend on how the minibatch is split."""
@@ -586,12 +629,12 @@ def _minibatch_selection(session: Session, batch: Batch, mb_idx, old_logp, adv, 
     return token_selection(r, logp, ent, old_logp, adv.unsqueeze(1), mask, generator)
 
 
-def _micro_slots(session: Session, mine: int) -> int:
+def _micro_slots(session: Session, mine: int, forward_only: bool = False) -> int:
     """Micro-batch passes this rank runs in a minibatch: its own, or as many as the busiest rank (FSDP2),
-    or at least one (DDP: its backward is where gradients are averaged)."""
+    or at least one with a backward (DDP: its backward is where gradients are averaged)."""
     if session.sharded:
         return int(dist.all_reduce_max(mine))
-    return max(mine, 1) if dist.world()[1] > 1 else mine
+    return max(mine, 1) if dist.world()[1] > 1 and not forward_only else mine
 
 
 def _zero_pass(session: Session, backward: bool) -> None:
@@ -610,8 +653,9 @@ def _micro_batch(session: Session, batch: Batch, idx, old_logp, ref_logp, adv, l
     mb = batch.pack(idx)
     w, didx = mb.response_width, idx.to(batch.device)
     m_loss = loss_mask[didx, :w]
-    with session.amp(), torch.set_grad_enabled(backward):
-        logp, ent = response_logprobs(session.train_model, mb, r.rollout.temperature, with_entropy=True)
+    with session.amp(), torch.set_grad_enabled(backward):  # without a backward, not through the DDP wrapper
+        logp, ent = response_logprobs(session.train_model if backward else session.model, mb, r.rollout.temperature,
+                                      with_entropy=True)
     ref = ref_logp[didx, :w] if ref_logp is not None else None
     tok_loss, sur = token_loss(r, logp, ent, old_logp[didx, :w], ref, adv[didx].unsqueeze(1), m_loss,
                                sel=sel.rows(didx, w) if sel is not None else None,
