@@ -476,7 +476,7 @@ class OptimSpec(Strict):
     minibatches: int = Field(1, ge=1, le=4096)
     """Optimiser updates per pass: the batch is split into this many minibatches."""
     micro_batches: int = Field(1, ge=1, le=4096)
-    """Gradient-accumulation chunks per minibatch (length-sorted, so they also pad less): saves memory, does not change the gradient."""
+    """Gradient-accumulation chunks per minibatch (length-sorted, so they also pad less): saves memory, does not change the gradient. Rows whose loss is zero whatever the weights (A = 0 with no KL in the loss, entropy bonus or KL-Cov; or no loss token) are forwarded without a backward, in passes of at most as many rows, so a minibatch may take fewer passes."""
     max_skipped_in_row: int = Field(5, ge=1)
     """A non-finite loss or gradient skips the update; this many in a row fail the run."""
 
