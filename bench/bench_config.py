@@ -10,6 +10,13 @@ benchmark was first run against, so ``export`` writes exactly its seed-0 weights
 checks this against a model built in memory before timing anything).
 
     python bench/bench_config.py export DIR     # the model and tokenizer, loadable as `model.name: DIR`
+
+A second shape, ``0.5b``, is for the GPU comparison (``bench/bench_vs_trl.py --device cuda``): the
+dimensions of a 0.5B-class model (Qwen2.5-0.5B's: hidden 896, 24 layers, 14 query and 2 key/value
+heads of 64, SwiGLU 4864, tied embeddings, a 151,936-row vocabulary; 494M parameters) in a Llama
+built from a config. Its tokenizer is the same character tokenizer with the vocabulary padded by
+filler tokens ``<f23>``, ``<f24>``, ... that no prompt contains but the model can sample, so the
+embedding, the head and the log-softmax over the vocabulary cost what a real model's do.
 """
 
 from __future__ import annotations
@@ -20,19 +27,33 @@ import re
 import sys
 from pathlib import Path
 
-SHAPE = dict(vocab_size=23, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
-             intermediate_size=512, max_position_embeddings=256)
+SHAPES = {
+    "bench": dict(vocab_size=23, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
+                  intermediate_size=512, max_position_embeddings=256, tie_word_embeddings=False),
+    "0.5b": dict(vocab_size=151936, hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, intermediate_size=4864, max_position_embeddings=256, tie_word_embeddings=True),
+}
+SHAPE = SHAPES["bench"]
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHARS = list("0123456789+-*= \nQA:")
 PAD, BOS, EOS = 0, 1, 2
 _LAST_INT = re.compile(r"-?\d+")
 
 
-def tokenizer():
+def shape(name: str = "bench", layers: int | None = None) -> dict:
+    """The model dimensions of ``name`` (a key of :data:`SHAPES`), with ``layers`` decoder layers if given."""
+    if name not in SHAPES:
+        raise ValueError(f"unknown shape {name!r}: one of {sorted(SHAPES)}")
+    return {**SHAPES[name], **({"num_hidden_layers": layers} if layers else {})}
+
+
+def tokenizer(vocab_size: int = len(SPECIALS) + len(CHARS)):
+    """The character tokenizer; a larger ``vocab_size`` appends filler tokens ``<f23>``, ... (never in a prompt)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {t: i for i, t in enumerate(SPECIALS + CHARS)}
+    base = SPECIALS + CHARS
+    vocab = {t: i for i, t in enumerate(base + [f"<f{i}>" for i in range(len(base), vocab_size)])}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one token per character
     core.decoder = decoders.Fuse()
@@ -44,11 +65,11 @@ def tokenizer():
                                    model_max_length=SHAPE["max_position_embeddings"])
 
 
-def model(seed: int = 0):
+def model(seed: int = 0, dims: dict = SHAPE):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(**SHAPE, hidden_act="silu", rms_norm_eps=1e-6, tie_word_embeddings=False,
+    cfg = LlamaConfig(**dims, hidden_act="silu", rms_norm_eps=1e-6,
                       attention_bias=False, mlp_bias=False, initializer_range=0.02, pad_token_id=PAD,
                       bos_token_id=BOS, eos_token_id=EOS, use_cache=True)
     torch.manual_seed(seed)
@@ -78,11 +99,11 @@ def reward(completions, answer, **_) -> list[float]:
     return out
 
 
-def export(directory: str | Path, seed: int = 0) -> Path:
+def export(directory: str | Path, seed: int = 0, dims: dict = SHAPE) -> Path:
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    model(seed).save_pretrained(d)
-    tokenizer().save_pretrained(d)
+    model(seed, dims).save_pretrained(d)
+    tokenizer(dims["vocab_size"]).save_pretrained(d)
     return d
 
 
@@ -97,20 +118,21 @@ def write_task_files(directory: str | Path, train: int, seed: int = 0) -> tuple[
     return paths
 
 
-def linear_shapes() -> list[tuple[int, int, int]]:
+def linear_shapes(dims: dict = SHAPE) -> list[tuple[int, int, int]]:
     """(in, out, count) of every matmul a token passes through: per layer q, k, v, o, gate, up, down; the head."""
-    e, f, n = SHAPE["hidden_size"], SHAPE["intermediate_size"], SHAPE["num_hidden_layers"]
-    return [(e, e, 4 * n), (e, f, 2 * n), (f, e, n), (e, SHAPE["vocab_size"], 1)]
+    e, f, n = dims["hidden_size"], dims["intermediate_size"], dims["num_hidden_layers"]
+    kv = e // dims["num_attention_heads"] * dims["num_key_value_heads"]
+    return [(e, e, 2 * n), (e, kv, 2 * n), (e, f, 2 * n), (f, e, n), (e, dims["vocab_size"], 1)]
 
 
-def flops_per_token(context: int) -> float:
+def flops_per_token(context: int, dims: dict = SHAPE) -> float:
     """Forward FLOPs of one token: 2 per multiply-add of the linear layers, plus QK^T and PV over ``context`` keys."""
-    linear = sum(i * o * c for i, o, c in linear_shapes())
-    attention = 2 * context * SHAPE["hidden_size"] * SHAPE["num_hidden_layers"]
+    linear = sum(i * o * c for i, o, c in linear_shapes(dims))
+    attention = 2 * context * dims["hidden_size"] * dims["num_hidden_layers"]
     return 2.0 * (linear + attention)
 
 
-def step_flops(rows_: int, prompt: int, new: int) -> dict:
+def step_flops(rows_: int, prompt: int, new: int, dims: dict = SHAPE) -> dict:
     """Model FLOPs of one GRPO step (fixed-length completions): sampling, reference forward, policy forward+backward.
 
     Sampling: a prefill of ``prompt`` tokens and ``new`` decode steps per row. Reference: one forward
@@ -118,8 +140,9 @@ def step_flops(rows_: int, prompt: int, new: int) -> dict:
     gradients), so three forwards' worth.
     """
     seq = prompt + new
-    sample = rows_ * (prompt * flops_per_token(prompt / 2) + sum(flops_per_token(prompt + t) for t in range(new)))
-    forward = rows_ * seq * flops_per_token(seq / 2)
+    sample = rows_ * (prompt * flops_per_token(prompt / 2, dims) + sum(flops_per_token(prompt + t, dims)
+                                                                        for t in range(new)))
+    forward = rows_ * seq * flops_per_token(seq / 2, dims)
     return {"sample": sample, "reference": forward, "policy": 3 * forward, "total": sample + 4 * forward}
 
 

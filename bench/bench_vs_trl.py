@@ -32,6 +32,12 @@ Each comes twice: "default" (a response stops at its first EOS) and "fixed" (eve
 exactly 32 tokens: `min_new_tokens=32` for TRL and `model.generate`, `rollout.ignore_eos` for rlvr),
 which makes the compute per step identical whatever the random streams draw.
 
+On a GPU (`--device cuda`, see bench/gpu_check.sh): both trainers keep float32 weights under bf16
+autocast (rlvr's `model.dtype: auto`, TRL's `bf16=True`), `model.generate` and rlvr's sampler run
+under the same autocast, GEMM rates are bf16, and timings wait for the device (each side's numbers
+are read back to the host before its clock stops). `--shape 0.5b` is the 0.5B-class model of
+bench/bench_config.py (`--layers N` shrinks it, to check the script on a CPU in seconds).
+
 TRL is optional (`pip install -e ".[trl]"`, or `pip install --no-deps trl==1.16.0 accelerate` plus
 psutil): without it the step comparison is skipped with a message and the rest runs. Not a test;
 the figures depend on the machine and its load.
@@ -49,6 +55,7 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 for _k, _v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
@@ -67,6 +74,26 @@ import bench_config as bc  # noqa: E402
 P, G, NEW = 8, 8, 32
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where the comparison runs: the device ("cpu" or "cuda") and the model's dimensions (bench_config.SHAPES)."""
+
+    device: str = "cpu"
+    dims: dict = field(default_factory=lambda: dict(bc.SHAPE))
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
+
+    def autocast(self):
+        """bf16 autocast on CUDA (what both trainers train under there), nothing on the CPU."""
+        return torch.autocast("cuda", dtype=torch.bfloat16) if self.cuda else contextlib.nullcontext()
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
 def have_trl() -> str | None:
     try:
         import trl  # noqa: F401
@@ -76,7 +103,7 @@ def have_trl() -> str | None:
 
 
 # --- TRL ---------------------------------------------------------------------------------------------
-def trl_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, micro: int = 1) -> dict:
+def trl_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, micro: int = 1, at: Target = Target()) -> dict:
     """A fresh GRPOTrainer on the bench config; seconds of each step and valid completion tokens."""
     import transformers
     from transformers import TrainerCallback
@@ -85,7 +112,7 @@ def trl_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, micro: 
     from datasets import Dataset
 
     transformers.logging.set_verbosity_error()
-    tok, model = bc.tokenizer(), bc.model(seed)
+    tok, model = bc.tokenizer(at.dims["vocab_size"]), bc.model(seed, at.dims)
     data = bc.rows(steps * P, seed)
     ds = Dataset.from_dict({"prompt": [r["prompt"] for r in data], "answer": [r["answer"] for r in data]})
     init = work / "trl_init"
@@ -93,7 +120,7 @@ def trl_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, micro: 
     tok.save_pretrained(init)
     model.config._name_or_path = str(init)
     cfg = GRPOConfig(
-        output_dir=str(work / "trl_out"), use_cpu=True, bf16=False, fp16=False,
+        output_dir=str(work / "trl_out"), use_cpu=not at.cuda, bf16=at.cuda, fp16=False,
         gradient_checkpointing=False, activation_checkpointing=False, use_vllm=False,
         per_device_train_batch_size=P * G // micro, gradient_accumulation_steps=micro, num_generations=G,
         num_iterations=1,
@@ -109,16 +136,19 @@ def trl_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, micro: 
 
     class Timer(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
+            at.sync()
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
+            at.sync()
             times.append(time.perf_counter() - self.t0)
 
     trainer = GRPOTrainer(model=model, reward_funcs=bc.reward, args=cfg, train_dataset=ds, processing_class=tok,
                           callbacks=[Timer()])
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-    assert trainer.args.device.type == "cpu" and not trainer.args.bf16 and trainer.args.generation_batch_size == P * G
+    assert trainer.args.device.type == at.device and trainer.args.bf16 == at.cuda
+    assert trainer.args.generation_batch_size == P * G
     policy = trainer.accelerator.unwrap_model(trainer.model_wrapped)
     real = policy.generate
 
@@ -144,7 +174,7 @@ def valid_tokens(gen: torch.Tensor) -> int:
 
 # --- rlvr --------------------------------------------------------------------------------------------
 def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_dir: Path, data: tuple,
-             micro: int = 1) -> dict:
+             micro: int = 1, at: Target = Target()) -> dict:
     """A fresh rlvr run of bench/bench_grpo.yaml; its step_time_s and gen_tokens per step."""
     import rlvr_cli.train.rl as rl
     from rlvr_cli.recipe.load import load_recipe
@@ -154,6 +184,8 @@ def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_
             f"seed={seed}", f"kl.beta={beta}", f"rollout.ignore_eos={str(fixed).lower()}", f"optim.micro_batches={micro}"]
     if beta == 0:
         over.append("kl.track=false")  # TRL loads no reference model at beta 0
+    if at.cuda:  # float32 weights under bf16 autocast, as TRL's bf16=True
+        over += ["device=cuda", "model.dtype=auto"]
     recipe = load_recipe(HERE / "bench_grpo.yaml", over)
     out = work / f"rlvr-{time.monotonic_ns()}"
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -163,28 +195,29 @@ def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_
 
 
 # --- sampler against model.generate ----------------------------------------------------------------------
-def sample_pair(model, tok, fixed: bool, seed: int, calls: int, rlvr_first: bool) -> dict:
+def sample_pair(model, tok, fixed: bool, seed: int, calls: int, rlvr_first: bool, at: Target = Target()) -> dict:
     from rlvr_cli.keyed_random import row_keys, stream_key
     from rlvr_cli.sampling import generate
 
     problems = bc.rows(P, 0)
     ids = [tok(r["prompt"])["input_ids"] for r in problems for _ in range(G)]
-    enc = tok([r["prompt"] for r in problems for _ in range(G)], return_tensors="pt", padding=True)
+    enc = tok([r["prompt"] for r in problems for _ in range(G)], return_tensors="pt", padding=True).to(at.device)
+    amp = {"autocast_dtype": torch.bfloat16} if at.cuda else {}
 
     def ours(s):  # as the trainer samples: each row's draws keyed by its identity
         keys = row_keys(stream_key(s, "bench"), [(i, j) for i in range(P) for j in range(G)])
         out = generate(model, ids, max_new_tokens=NEW, eos_token_id=bc.EOS, pad_token_id=bc.PAD, row_keys=keys,
-                       ignore_eos=fixed)
+                       ignore_eos=fixed, **amp)
         return out.gen_tokens
 
     def ours_generator(s):  # one torch.Generator for the batch, as model.generate draws
         out = generate(model, ids, max_new_tokens=NEW, eos_token_id=bc.EOS, pad_token_id=bc.PAD,
-                       generator=torch.Generator().manual_seed(s), ignore_eos=fixed)
+                       generator=torch.Generator(at.device).manual_seed(s), ignore_eos=fixed, **amp)
         return out.gen_tokens
 
     def theirs(s):
         torch.manual_seed(s)
-        with torch.no_grad():
+        with torch.no_grad(), at.autocast():
             out = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=NEW,
                                  eos_token_id=bc.EOS, pad_token_id=bc.PAD, **({"min_new_tokens": NEW} if fixed else {}))
         return valid_tokens(out[:, enc["input_ids"].shape[1]:])
@@ -194,42 +227,46 @@ def sample_pair(model, tok, fixed: bool, seed: int, calls: int, rlvr_first: bool
     order = [("rlvr", ours), ("rlvr_generator", ours_generator), ("generate", theirs)]
     for i in range(calls):
         for name, fn in order if (rlvr_first ^ bool(i % 2)) else order[::-1]:
+            at.sync()
             t0, c0 = time.perf_counter(), time.process_time()
-            n = fn(seed * 1000 + i)
+            n = fn(seed * 1000 + i)  # returns a host number: the device has finished
             rate[name].append(n / (time.perf_counter() - t0))
             rate[f"{name}_cpu"].append(n / (time.process_time() - c0))
     return {k: statistics.median(v) for k, v in rate.items()}
 
 
 # --- the compute floor -------------------------------------------------------------------------------------
-def gemm_rate(m: int, k: int, n: int, seconds: float = 0.15) -> float:
-    """GFLOP/s of [m,k] @ [k,n] in float32 (the median of 5 timed batches after a warm-up)."""
-    a, b = torch.randn(m, k), torch.randn(k, n)
+def gemm_rate(m: int, k: int, n: int, seconds: float = 0.15, at: Target = Target()) -> float:
+    """GFLOP/s of [m,k] @ [k,n] (float32 on the CPU, bf16 on CUDA; the median of 5 timed batches after a warm-up)."""
+    dtype = torch.bfloat16 if at.cuda else torch.float32
+    a, b = torch.randn(m, k, device=at.device, dtype=dtype), torch.randn(k, n, device=at.device, dtype=dtype)
     torch.mm(a, b)
-    reps = max(1, int(seconds / max(1e-6, _time(lambda: torch.mm(a, b), 3))))
-    best = statistics.median(_time(lambda: torch.mm(a, b), reps) for _ in range(5))
+    reps = max(1, int(seconds / max(1e-6, _time(lambda: torch.mm(a, b), 3, at))))
+    best = statistics.median(_time(lambda: torch.mm(a, b), reps, at) for _ in range(5))
     return 2 * m * k * n / best / 1e9
 
 
-def _time(fn, reps: int) -> float:
+def _time(fn, reps: int, at: Target = Target()) -> float:
+    at.sync()
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
+    at.sync()
     return (time.perf_counter() - t0) / reps
 
 
-def floor_probe(prompt: int = 10) -> dict:
+def floor_probe(prompt: int = 10, at: Target = Target()) -> dict:
     """The GEMM rate on the step's shapes, weighted by their FLOPs, and the matmul-only time of a fixed-length step."""
     m_train, m_decode = P * G * (prompt + NEW), P * G
     train_s = decode_s = train_f = decode_f = 0.0
-    for i, o, count in bc.linear_shapes():
+    for i, o, count in bc.linear_shapes(at.dims):
         for m, k, n in ((m_train, i, o), (m_train, o, i), (i, m_train, o)):  # forward, grad input, grad weight
             f = 2.0 * m * k * n * count
-            train_f, train_s = train_f + f, train_s + f / (gemm_rate(m, k, n) * 1e9)
+            train_f, train_s = train_f + f, train_s + f / (gemm_rate(m, k, n, at=at) * 1e9)
         f = 2.0 * m_decode * i * o * count
-        decode_f, decode_s = decode_f + f, decode_s + f / (gemm_rate(m_decode, i, o) * 1e9)
+        decode_f, decode_s = decode_f + f, decode_s + f / (gemm_rate(m_decode, i, o, at=at) * 1e9)
     train_rate, decode_rate = train_f / train_s / 1e9, decode_f / decode_s / 1e9
-    flops = bc.step_flops(P * G, prompt, NEW)
+    flops = bc.step_flops(P * G, prompt, NEW, at.dims)
     floor = flops["sample"] / (decode_rate * 1e9) + (flops["reference"] + flops["policy"]) / (train_rate * 1e9)
     return {"gemm_gflops_train_shapes": round(train_rate, 1), "gemm_gflops_decode_shapes": round(decode_rate, 1),
             "step_gflop": round(flops["total"] / 1e9, 2), "matmul_floor_s": round(floor, 4)}
@@ -251,27 +288,41 @@ def main() -> None:
     ap.add_argument("--micro-batches", type=int, default=4, choices=[1, 2, 4, 8],
                     help="forward/backward passes per update on both sides (default 4, the rlvr presets' value): "
                          "rlvr's optim.micro_batches (length-sorted), TRL's gradient_accumulation_steps (in order)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cpu (float32, 1 thread) or cuda (float32 weights under bf16 autocast on both sides)")
+    ap.add_argument("--shape", default="bench", choices=sorted(bc.SHAPES),
+                    help="the model: the 1.06M bench config, or 0.5b (bench/bench_config.py)")
+    ap.add_argument("--layers", type=int, help="override the shape's decoder layers (e.g. 1: a quick check of the script)")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("error: --device cuda: torch sees no CUDA device")
+    at = Target(args.device, bc.shape(args.shape, args.layers))
     torch.set_num_threads(1)
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
     warnings.filterwarnings("ignore")
     from rlvr_cli.models import load_model
 
-    results: dict = {"config": vars(args), "load_avg_start": os.getloadavg(), "versions": {"torch": torch.__version__}}
+    results: dict = {"config": vars(args), "dims": at.dims, "load_avg_start": os.getloadavg(),
+                     "versions": {"torch": torch.__version__}}
+    if at.cuda:
+        results["versions"]["gpu"] = torch.cuda.get_device_name()
     trl_missing = have_trl() if "step" in args.only else None
     if trl_missing:
         print(f"skipping the step comparison: {trl_missing}")
     with tempfile.TemporaryDirectory(prefix="bench_vs_trl_") as tmp:
         work = Path(tmp)
-        model_dir = bc.export(work / "model")
+        model_dir = bc.export(work / "model", dims=at.dims)
         data = bc.write_task_files(work / "data", train=max(64, args.steps * P))
         model, tok, _ = load_model(str(model_dir))
-        reference = bc.model(0).state_dict()
+        reference = bc.model(0, at.dims).state_dict()
         assert all(torch.equal(v, reference[k]) for k, v in model.state_dict().items()), "exported weights differ"
+        del reference
+        model = model.to(at.device)
+        print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters on {at.device}", flush=True)
         if "floor" in args.only:
-            results["floor_start"] = floor_probe()
+            results["floor_start"] = floor_probe(at=at)
             print("compute floor:", json.dumps(results["floor_start"]))
         steps: dict = {m: {"trl": [], "rlvr": [], "ratio": []} for m in args.modes}
         samples: dict = {m: {"rlvr": [], "rlvr_generator": [], "generate": [], "ratio": [], "ratio_cpu": [],
@@ -282,8 +333,9 @@ def main() -> None:
                 if "step" in args.only and not trl_missing:
                     got = {}
                     for who in (("trl", "rlvr") if rep % 2 == 0 else ("rlvr", "trl")):
-                        run = (trl_run(args.steps, args.beta, fixed, 0, work, args.micro_batches) if who == "trl"
-                               else rlvr_run(args.steps, args.beta, fixed, 0, work, model_dir, data, args.micro_batches))
+                        run = (trl_run(args.steps, args.beta, fixed, 0, work, args.micro_batches, at) if who == "trl"
+                               else rlvr_run(args.steps, args.beta, fixed, 0, work, model_dir, data, args.micro_batches,
+                                             at))
                         got[who] = statistics.median(run["step_s"][1:] or run["step_s"])
                         steps[mode][who].append(got[who])
                         steps[mode].setdefault(f"{who}_tokens", []).append(statistics.median(run["tokens"]))
@@ -291,7 +343,7 @@ def main() -> None:
                     print(f"rep {rep + 1} step {mode:7s}: TRL {got['trl']:.3f} s  rlvr {got['rlvr']:.3f} s  "
                           f"TRL/rlvr {got['trl'] / got['rlvr']:.2f}x", flush=True)
                 if "sample" in args.only:
-                    r = sample_pair(model, tok, fixed, rep, args.calls, rlvr_first=rep % 2 == 0)
+                    r = sample_pair(model, tok, fixed, rep, args.calls, rlvr_first=rep % 2 == 0, at=at)
                     for k in ("rlvr", "rlvr_generator", "generate"):
                         samples[mode][k].append(r[k])
                     samples[mode]["ratio"].append(r["rlvr"] / r["generate"])
@@ -302,7 +354,7 @@ def main() -> None:
                           f"{r['rlvr'] / r['generate']:.2f}x (CPU time {r['rlvr_cpu'] / r['generate_cpu']:.2f}x; "
                           f"one generator {r['rlvr_generator'] / r['generate']:.2f}x)", flush=True)
         if "floor" in args.only:
-            results["floor_end"] = floor_probe()
+            results["floor_end"] = floor_probe(at=at)
             print("compute floor (end):", json.dumps(results["floor_end"]))
     results["load_avg_end"] = os.getloadavg()
     print(f"\n== summary ({args.reps} interleaved repetitions, load average {results['load_avg_start'][0]:.1f} at the "
