@@ -44,6 +44,8 @@ def shape(name: str = "bench", layers: int | None = None) -> dict:
     """The model dimensions of ``name`` (a key of :data:`SHAPES`), with ``layers`` decoder layers if given."""
     if name not in SHAPES:
         raise ValueError(f"unknown shape {name!r}: one of {sorted(SHAPES)}")
+    if layers is not None and layers < 1:
+        raise ValueError(f"layers {layers}: at least 1")
     return {**SHAPES[name], **({"num_hidden_layers": layers} if layers else {})}
 
 
@@ -53,6 +55,8 @@ def tokenizer(vocab_size: int = len(SPECIALS) + len(CHARS)):
     from transformers import PreTrainedTokenizerFast
 
     base = SPECIALS + CHARS
+    if vocab_size < len(base):
+        raise ValueError(f"vocab_size {vocab_size}: the character tokenizer needs at least {len(base)} ids")
     vocab = {t: i for i, t in enumerate(base + [f"<f{i}>" for i in range(len(base), vocab_size)])}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one token per character
@@ -119,7 +123,8 @@ def write_task_files(directory: str | Path, train: int, seed: int = 0) -> tuple[
 
 
 def linear_shapes(dims: dict = SHAPE) -> list[tuple[int, int, int]]:
-    """(in, out, count) of every matmul a token passes through: per layer q, k, v, o, gate, up, down; the head."""
+    """(in, out, count) of every matmul a token passes through: per layer q and o (hidden x hidden), k and v
+    (hidden x key/value heads' width: narrower under grouped-query attention), gate, up, down; the head."""
     e, f, n = dims["hidden_size"], dims["intermediate_size"], dims["num_hidden_layers"]
     kv = e // dims["num_attention_heads"] * dims["num_key_value_heads"]
     return [(e, e, 2 * n), (e, kv, 2 * n), (e, f, 2 * n), (f, e, n), (e, dims["vocab_size"], 1)]

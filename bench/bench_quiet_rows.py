@@ -76,6 +76,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     args = ap.parse_args()
+    if args.steps < 1:
+        ap.error(f"--steps {args.steps}: at least 1")
     torch.set_num_threads(1)
     from rlvr_cli.errors import UserError
 
@@ -84,6 +86,8 @@ def main() -> None:
     except UserError as e:  # a recipe or model that does not load: its message names the field or file
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    if not got["all"]:  # every step's update was skipped (no batch reached it)
+        sys.exit(f"error: {args.recipe}: no update ran in {args.steps} steps, nothing to time")
     ratios = [a / q for a, q in zip(got["all"], got["quiet"])]
     print(f"{args.recipe} from {args.model or 'its model'}, {len(ratios)} steps: quiet rows {statistics.mean(got['frac']):.0%} "
           f"of the batch on average; update CPU s all rows {sum(got['all']):.2f}, quiet rows forward-only "

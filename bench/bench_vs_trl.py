@@ -297,6 +297,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda: torch sees no CUDA device")
+    if args.layers is not None and args.layers < 1:
+        ap.error(f"--layers {args.layers}: at least 1")
+    if min(args.reps, args.steps, args.calls) < 1 and args.only != ["floor"]:
+        ap.error("--reps, --steps and --calls: at least 1 each")
     at = Target(args.device, bc.shape(args.shape, args.layers))
     torch.set_num_threads(1)
     with contextlib.suppress(RuntimeError):

@@ -6,13 +6,14 @@
 #
 #   bash bench/gpu_check.sh --wheels    # here, where pip reaches the registry: fetch the wheels the GPU
 #                                       # machine lacks into .whl/ (ignored through .git/info/exclude)
-#   bash bench/gpu_check.sh             # there (the device tool: carry .whl), about 6-8 minutes:
-#                                       # installs .whl/ into /tmp/site, then runs the three stages below
+#   bash bench/gpu_check.sh             # there (the device tool: carry .whl): installs .whl/ into
+#                                       # /tmp/site, then runs the two stages below, each cut at its
+#                                       # timeout (180 s, 360 s), so the whole stays under 10 minutes
 #
 # The GPU image has torch, transformers, accelerate, tokenizers and pyarrow, but not pydantic, TRL,
 # datasets; the wheels pin the versions this repository is tested with (transformers
 # too, so both sides run the same model code as on the CPU). Each stage writes its own JSON and log
-# under $OUT (or bench-gpu-out/ without it), so one that fails leaves the others' figures:
+# under $OUT (or /tmp/bench-gpu-out without it), so one that fails leaves the others' figures:
 #   1. floor + sampler: the bf16 GEMM rate on the step's shapes, and rlvr's sampler against
 #      `model.generate` on the same 64-row batch (needs neither TRL nor datasets);
 #   2. step: seconds per GRPO step, TRL / rlvr (needs datasets for rlvr's task, TRL for its side:
@@ -38,7 +39,7 @@ if [[ "${1:-}" == "--wheels" ]]; then
   exit 0
 fi
 
-out="${OUT:-bench-gpu-out}"
+out="${OUT:-/tmp/bench-gpu-out}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RLVR_EVAL_CACHE=0
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -63,14 +64,14 @@ EOF
 } 2>&1 | tee "$out/versions.txt"
 
 status=0
-run() {  # run NAME ARGS...: one stage of bench/bench_vs_trl.py, its log and JSON under $out
-  local name=$1; shift
-  echo "== $name: bench/bench_vs_trl.py $*"
-  timeout 300 python3 bench/bench_vs_trl.py --device cuda --shape 0.5b --json "$out/$name.json" "$@" 2>&1 \
+run() {  # run NAME SECONDS ARGS...: one stage of bench/bench_vs_trl.py, its log and JSON under $out
+  local name=$1 limit=$2; shift 2
+  echo "== $name: bench/bench_vs_trl.py $* (at most $limit s)"
+  timeout "$limit" python3 bench/bench_vs_trl.py --device cuda --shape 0.5b --json "$out/$name.json" "$@" 2>&1 \
     | tee "$out/$name.log" | grep -v -E '^\{"steps"'
   local rc=${PIPESTATUS[0]}
   [[ $rc == 0 ]] || { echo "== $name exited $rc"; status=1; }
 }
-run sample --only floor sample --reps 3 --calls 3 --modes default fixed
-run step --only step --reps 3 --steps 4 --modes default
+run sample 180 --only floor sample --reps 3 --calls 3 --modes default fixed
+run step 360 --only step --reps 2 --steps 4 --modes default  # 2: the fewest that interleave A/B
 exit $status
