@@ -37,6 +37,44 @@ def tiny_llama(tiny):
     return model, tok
 
 
+def _family(tok, config_cls, model_cls, **dims):
+    cfg = config_cls(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=128, max_position_embeddings=128, pad_token_id=tok.pad_token_id,
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **dims)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = model_cls(cfg).eval()
+        with torch.no_grad():  # biases and norm weights away from their 0 / 1 initialisation, so they count
+            for name, p in model.named_parameters():
+                if name.endswith("bias") or "norm" in name:
+                    p.add_(torch.randn_like(p) * 0.3)
+    return model, tok
+
+
+@pytest.fixture(scope="module")
+def llama_gqa(tiny):
+    """Llama with grouped-query attention (4 query heads over 2 key/value heads) and every bias on."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return _family(tiny[1], LlamaConfig, LlamaForCausalLM, num_key_value_heads=2, attention_bias=True, mlp_bias=True)
+
+
+@pytest.fixture(scope="module")
+def qwen2(tiny):
+    """Qwen2 (Qwen2.5's architecture): biases on q/k/v only, grouped-query attention."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    return _family(tiny[1], Qwen2Config, Qwen2ForCausalLM, num_key_value_heads=2)
+
+
+@pytest.fixture(scope="module")
+def qwen3(tiny):
+    """Qwen3: RMSNorm over each head's q and k, a head_dim that is not hidden / heads, grouped-query attention."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    return _family(tiny[1], Qwen3Config, Qwen3ForCausalLM, num_key_value_heads=1, head_dim=24)
+
+
 def ids(tok, text):
     return tok(text, add_special_tokens=True)["input_ids"]
 
@@ -108,7 +146,7 @@ def test_hub_ids_fail_cleanly_offline(monkeypatch):
         load_model("rlvr-test/definitely-not-cached")
 
 
-@pytest.mark.parametrize("arch", ["tiny", "tiny_llama"])
+@pytest.mark.parametrize("arch", ["tiny", "tiny_llama", "llama_gqa", "qwen2", "qwen3"])
 @pytest.mark.parametrize("decoder", ["static", "generic"])
 def test_sampler_logprobs_match_a_full_forward(arch, decoder, request):
     model, tok = request.getfixturevalue(arch)
@@ -187,29 +225,66 @@ def test_filter_logits_top_k_and_top_p():
     assert (~torch.isinf(filter_logits(logits, top_p=0.01))).sum() == 1  # the top token always stays
 
 
-@pytest.mark.parametrize("arch", ["tiny", "tiny_llama"])
-def test_static_decoder_gives_the_generic_decoders_samples_bit_for_bit(arch, request):
+@pytest.mark.parametrize("autocast", [None, torch.bfloat16], ids=["float32", "bf16-autocast"])
+@pytest.mark.parametrize("arch", ["tiny", "tiny_llama", "llama_gqa", "qwen2", "qwen3"])
+def test_static_decoder_gives_the_generic_decoders_samples_bit_for_bit(arch, autocast, request):
     model, tok = request.getfixturevalue(arch)
     assert static_decode_supported(model)
-    # rows of different widths that finish at different steps: left padding, masking and dropping finished rows
-    prompts = [ids(tok, "347+285="), ids(tok, "9+1="), ids(tok, "1,2,3>6:")] * 8
-    kw = dict(max_new_tokens=20, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, temperature=0.9)
-    for seed in range(3):
+    # rows of different widths that finish at different steps: left padding, masking and dropping finished rows;
+    # then rows of one width, where no key is masked (grouped-query attention takes another kernel call then)
+    mixed = [ids(tok, "347+285="), ids(tok, "9+1="), ids(tok, "1,2,3>6:")] * 8
+    even = [ids(tok, "347+285="), ids(tok, "1,2,3>6:")] * 8
+    kw = dict(max_new_tokens=20, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, temperature=0.9,
+              autocast_dtype=autocast)  # bf16 autocast: as `rollout.sample_autocast` samples (on the CPU here)
+    for prompts, seed in [(mixed, 0), (mixed, 1), (mixed, 2), (even, 0)]:
         a = generate(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="generic", **kw)
         b = generate(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="static", **kw)
         assert a.response_ids == b.response_ids and a.finish_reasons == b.finish_reasons
         assert a.logprobs == b.logprobs  # the same kernels in the same order: equal, not merely close
-    assert {why for why in a.finish_reasons} == {"eos", "length"}  # both ways of finishing were exercised
+        if prompts is mixed:
+            reasons = a.finish_reasons
+    assert set(reasons) == {"eos", "length"}  # both ways of finishing were exercised
 
 
 def test_static_decoder_refuses_what_it_does_not_cover(tiny):
     model, tok = tiny
     with pytest.raises(ValueError, match="static decoder"):
-        generate(model, [ids(tok, "1+1=")], max_new_tokens=2, eos_token_id=tok.eos_token_id,
-                 pad_token_id=tok.pad_token_id, decoder="static", autocast_dtype=torch.bfloat16)
+        model.train()  # dropout on: only the model's own forward applies it
+        try:
+            generate(model, [ids(tok, "1+1=")], max_new_tokens=2, eos_token_id=tok.eos_token_id,
+                     pad_token_id=tok.pad_token_id, decoder="static")
+        finally:
+            model.eval()
     with pytest.raises(ValueError, match="decoder must be"):
         generate(model, [ids(tok, "1+1=")], max_new_tokens=2, eos_token_id=tok.eos_token_id,
                  pad_token_id=tok.pad_token_id, decoder="fast")
+
+
+@pytest.mark.parametrize("arch", ["tiny_llama", "llama_gqa", "qwen2", "qwen3"])
+def test_static_decoder_without_fused_projections_gives_the_same_samples(arch, request, monkeypatch):
+    import rlvr_cli.sampling as sampling
+
+    model, tok = request.getfixturevalue(arch)
+    prompts = [ids(tok, "347+285="), ids(tok, "9+1="), ids(tok, "1,2,3>6:")] * 4
+    kw = dict(max_new_tokens=16, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, decoder="static")
+    fused = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
+    monkeypatch.setattr(sampling, "FUSE_MAX_BYTES", 0)  # as for a model whose weight copies would be large
+    separate = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
+    assert fused.response_ids == separate.response_ids and fused.logprobs == separate.logprobs
+
+
+def test_static_decoder_leaves_sliding_window_and_scaled_rope_models_to_their_own_forward(tiny):
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    tok = tiny[1]
+    windowed, _ = _family(tok, Qwen2Config, Qwen2ForCausalLM, num_key_value_heads=2, use_sliding_window=True,
+                          sliding_window=4, max_window_layers=0)
+    scaled, _ = _family(tok, LlamaConfig, LlamaForCausalLM,
+                        rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0})
+    assert not static_decode_supported(windowed) and not static_decode_supported(scaled)
+    out = generate(windowed, [ids(tok, "347+285=")] * 2, max_new_tokens=6, eos_token_id=tok.eos_token_id,
+                   pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0))  # auto: generic
+    assert len(out.response_ids) == 2
 
 
 def test_ignore_eos_gives_fixed_length_responses(tiny):
