@@ -107,13 +107,13 @@ def measure(name: str, fixed: bool, reps: int, calls: int, tok) -> dict:
                 if which == "generate":
                     n += theirs(i * calls + c)
                 else:
-                    got[which] = ours(which, i * calls + c)
-                    n += got[which].gen_tokens if fixed else sum(len(r) for r in got[which].response_ids)
+                    out = got[which, c] = ours(which, i * calls + c)
+                    n += out.gen_tokens if fixed else sum(len(r) for r in out.response_ids)
             if i:
                 rate[which].append(n / (time.perf_counter() - t0))
                 cpu[which].append(n / (time.process_time() - c0))
-        same &= (got["static"].response_ids == got["generic"].response_ids
-                 and got["static"].logprobs == got["generic"].logprobs)
+        same &= all(got["static", c].response_ids == got["generic", c].response_ids
+                    and got["static", c].logprobs == got["generic", c].logprobs for c in range(calls))
     ratio = lambda a, b, r=rate: [x / y for x, y in zip(r[a], r[b])]  # noqa: E731
     return {"tokens_per_s": {k: statistics.median(v) for k, v in rate.items()},
             "static_over_generic": ratio("static", "generic"), "static_over_generate": ratio("static", "generate"),

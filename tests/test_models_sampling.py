@@ -225,7 +225,8 @@ def test_filter_logits_top_k_and_top_p():
     assert (~torch.isinf(filter_logits(logits, top_p=0.01))).sum() == 1  # the top token always stays
 
 
-@pytest.mark.parametrize("autocast", [None, torch.bfloat16], ids=["float32", "bf16-autocast"])
+@pytest.mark.parametrize("autocast", [None, torch.bfloat16, torch.float16],
+                         ids=["float32", "bf16-autocast", "fp16-autocast"])
 @pytest.mark.parametrize("arch", ["tiny", "tiny_llama", "llama_gqa", "qwen2", "qwen3"])
 def test_static_decoder_gives_the_generic_decoders_samples_bit_for_bit(arch, autocast, request):
     model, tok = request.getfixturevalue(arch)
@@ -235,7 +236,7 @@ def test_static_decoder_gives_the_generic_decoders_samples_bit_for_bit(arch, aut
     mixed = [ids(tok, "347+285="), ids(tok, "9+1="), ids(tok, "1,2,3>6:")] * 8
     even = [ids(tok, "347+285="), ids(tok, "1,2,3>6:")] * 8
     kw = dict(max_new_tokens=20, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, temperature=0.9,
-              autocast_dtype=autocast)  # bf16 autocast: as `rollout.sample_autocast` samples (on the CPU here)
+              autocast_dtype=autocast)  # autocast: as `rollout.sample_autocast` samples (on the CPU here)
     for prompts, seed in [(mixed, 0), (mixed, 1), (mixed, 2), (even, 0)]:
         a = generate(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="generic", **kw)
         b = generate(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="static", **kw)
