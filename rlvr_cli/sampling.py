@@ -185,7 +185,8 @@ class _Static:
         Grouped-query attention (fewer key/value heads) as `transformers`' `sdpa` attention runs it at one
         query token, deciding with its own rule (`use_gqa_in_sdpa`: no key masked, on the CPU and CUDA):
         SDPA's `enable_gqa`, else the query heads of each key/value head packed as its queries
-        (`pack_gqa`). The two round differently (by ~1e-7), so the choice must be transformers'.
+        (`pack_gqa`). The two round differently (by up to ~5e-7 in a log-prob), so the choice must be
+        transformers'.
         """
         buf = self.kv[layer]
         buf[0, :, :, s : s + 1] = k
