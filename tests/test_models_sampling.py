@@ -283,9 +283,12 @@ def test_static_decoder_leaves_sliding_window_and_scaled_rope_models_to_their_ow
     scaled, _ = _family(tok, LlamaConfig, LlamaForCausalLM,
                         rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0})
     assert not static_decode_supported(windowed) and not static_decode_supported(scaled)
-    out = generate(windowed, [ids(tok, "347+285=")] * 2, max_new_tokens=6, eos_token_id=tok.eos_token_id,
-                   pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0))  # auto: generic
-    assert len(out.response_ids) == 2
+    kw = dict(max_new_tokens=6, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    for model in (windowed, scaled):
+        with pytest.raises(ValueError, match="static decoder does not support"):
+            generate(model, [ids(tok, "347+285=")] * 2, decoder="static", **kw)
+        out = generate(model, [ids(tok, "347+285=")] * 2, generator=torch.Generator().manual_seed(0), **kw)
+        assert all(1 <= len(r) <= 6 for r in out.response_ids)  # auto: through the model's own forward
 
 
 def test_ignore_eos_gives_fixed_length_responses(tiny):
