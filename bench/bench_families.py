@@ -3,6 +3,7 @@
 
     python bench/bench_families.py                   # 6 repetitions, every family, default EOS and fixed length
     python bench/bench_families.py --reps 3 --families qwen2 qwen3 --modes fixed
+    python bench/bench_families.py --device cuda --autocast bf16   # on a GPU (bench/gpu_check.sh runs it)
 
 Each family is a model from a config at the bench config's size (bench/bench_config.py: vocabulary 23,
 hidden 128, 4 layers of 4 query heads, SwiGLU 512; randomly initialised after `torch.manual_seed(0)`),
@@ -23,12 +24,15 @@ length). Printed: valid completion tokens (up to and including the first EOS) pe
 the median and range of the per-repetition ratios static / generic and static / generate (of wall
 time, and of this process's CPU time, which other load disturbs less), and
 whether static and generic drew the same tokens and log-probabilities bit for bit (they must).
-Not a test; the figures depend on the machine and its load.
+--autocast bf16 / fp16 samples all three under autocast (as `rollout.sample_autocast`, or `model.dtype`
+on a GPU, does); --device cuda runs on the GPU (float32 weights), where the bit-for-bit check is the
+point: the tests check it on the CPU only. Not a test; the figures depend on the machine and its load.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -71,30 +75,31 @@ def family_model(name: str):
     return m
 
 
-def measure(name: str, fixed: bool, reps: int, calls: int, tok) -> dict:
+def measure(name: str, fixed: bool, reps: int, calls: int, tok, device: str = "cpu", amp=None) -> dict:
     from rlvr_cli.keyed_random import row_keys, stream_key
     from rlvr_cli.sampling import generate, static_decode_supported
 
-    model = family_model(name)
+    model = family_model(name).to(device)
     if not static_decode_supported(model):
         print(f"error: {name}: the written-out decode step does not cover this model", file=sys.stderr)
         sys.exit(2)
     problems = bc.rows(P, 0)
     ids = [tok(r["prompt"])["input_ids"] for r in problems for _ in range(G)]
-    enc = tok([r["prompt"] for r in problems for _ in range(G)], return_tensors="pt", padding=True)
+    enc = tok([r["prompt"] for r in problems for _ in range(G)], return_tensors="pt", padding=True).to(device)
+    autocast = torch.autocast(device, dtype=amp) if amp is not None else contextlib.nullcontext()
     same = True
 
     def ours(decoder: str, s: int):
         keys = row_keys(stream_key(s, "bench"), [(i, j) for i in range(P) for j in range(G)])
         return generate(model, ids, max_new_tokens=NEW, eos_token_id=bc.EOS, pad_token_id=bc.PAD, row_keys=keys,
-                        ignore_eos=fixed, decoder=decoder)
+                        ignore_eos=fixed, decoder=decoder, autocast_dtype=amp)
 
     def theirs(s: int) -> int:
         torch.manual_seed(s)
-        with torch.no_grad():
+        with torch.no_grad(), autocast:
             out = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=NEW,
                                  eos_token_id=bc.EOS, pad_token_id=bc.PAD, **({"min_new_tokens": NEW} if fixed else {}))
-        return valid_tokens(out[:, enc["input_ids"].shape[1]:])
+        return valid_tokens(out[:, enc["input_ids"].shape[1]:])  # a host number: the device has finished
 
     rate: dict = {"static": [], "generic": [], "generate": []}
     cpu: dict = {k: [] for k in rate}  # tokens per second of this process's CPU time (less disturbed by load)
@@ -131,17 +136,24 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=4, help="sampling calls per sampler and repetition (default 4)")
     ap.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
     ap.add_argument("--modes", nargs="+", choices=("default", "fixed"), default=["default", "fixed"])
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--autocast", choices=("none", "bf16", "fp16"), default="none")
     args = ap.parse_args()
     if args.reps < 1 or args.calls < 1:
         ap.error("--reps and --calls: at least 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda: no CUDA device here", file=sys.stderr)
+        sys.exit(2)
+    amp = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.autocast]
     torch.set_num_threads(1)
     tok = bc.tokenizer()
-    print(f"torch {torch.__version__}, 1 thread; {args.reps} repetitions (+1 warm-up) of {args.calls} calls per "
+    where = torch.cuda.get_device_name() if args.device == "cuda" else "1 thread"
+    print(f"torch {torch.__version__}, {where}, autocast {args.autocast}; {args.reps} repetitions (+1 warm-up) of {args.calls} calls per "
           "sampler, family and mode")
     rows = []
     for name in args.families:
         for mode in args.modes:
-            r = measure(name, mode == "fixed", args.reps, args.calls, tok)
+            r = measure(name, mode == "fixed", args.reps, args.calls, tok, args.device, amp)
             t = r["tokens_per_s"]
             rows.append((name, mode, r))
             print(f"{name:10s} {mode:7s} static {t['static']:8,.0f}  generic {t['generic']:8,.0f}  generate "
