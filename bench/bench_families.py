@@ -119,7 +119,9 @@ def measure(name: str, fixed: bool, reps: int, calls: int, tok, device: str = "c
                 cpu[which].append(n / (time.process_time() - c0))
         same &= all(got["static", c].response_ids == got["generic", c].response_ids
                     and got["static", c].logprobs == got["generic", c].logprobs for c in range(calls))
-    ratio = lambda a, b, r=rate: [x / y for x, y in zip(r[a], r[b])]  # noqa: E731
+    def ratio(a: str, b: str, r: dict = rate) -> list[float]:  # per repetition
+        return [x / y for x, y in zip(r[a], r[b])]
+
     return {"tokens_per_s": {k: statistics.median(v) for k, v in rate.items()},
             "static_over_generic": ratio("static", "generic"), "static_over_generate": ratio("static", "generate"),
             "cpu_static_over_generic": ratio("static", "generic", cpu),
@@ -132,7 +134,7 @@ def summary(xs: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=6)
+    ap.add_argument("--reps", type=int, default=6, help="interleaved repetitions, after one warm-up (default 6)")
     ap.add_argument("--calls", type=int, default=4, help="sampling calls per sampler and repetition (default 4)")
     ap.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
     ap.add_argument("--modes", nargs="+", choices=("default", "fixed"), default=["default", "fixed"])

@@ -38,9 +38,10 @@ def tiny_llama(tiny):
 
 
 def _family(tok, config_cls, model_cls, **dims):
-    cfg = config_cls(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=128, max_position_embeddings=128, pad_token_id=tok.pad_token_id,
-                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **dims)
+    dims = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, **dims}
+    cfg = config_cls(vocab_size=len(tok), intermediate_size=128, max_position_embeddings=128,
+                     pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                     **dims)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = model_cls(cfg).eval()
@@ -65,6 +66,15 @@ def qwen2(tiny):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     return _family(tiny[1], Qwen2Config, Qwen2ForCausalLM, num_key_value_heads=2)
+
+
+@pytest.fixture(scope="module")
+def llama_14_2(tiny):
+    """Qwen2.5-0.5B's attention layout in a Llama: 14 query heads over 2 key/value heads of 64 (7 per group)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return _family(tiny[1], LlamaConfig, LlamaForCausalLM, hidden_size=896, num_attention_heads=14,
+                   num_key_value_heads=2, num_hidden_layers=1)
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +237,7 @@ def test_filter_logits_top_k_and_top_p():
 
 @pytest.mark.parametrize("autocast", [None, torch.bfloat16, torch.float16],
                          ids=["float32", "bf16-autocast", "fp16-autocast"])
-@pytest.mark.parametrize("arch", ["tiny", "tiny_llama", "llama_gqa", "qwen2", "qwen3"])
+@pytest.mark.parametrize("arch", ["tiny", "tiny_llama", "llama_gqa", "llama_14_2", "qwen2", "qwen3"])
 def test_static_decoder_gives_the_generic_decoders_samples_bit_for_bit(arch, autocast, request):
     model, tok = request.getfixturevalue(arch)
     assert static_decode_supported(model)
@@ -268,9 +278,18 @@ def test_static_decoder_without_fused_projections_gives_the_same_samples(arch, r
     model, tok = request.getfixturevalue(arch)
     prompts = [ids(tok, "347+285="), ids(tok, "9+1="), ids(tok, "1,2,3>6:")] * 4
     kw = dict(max_new_tokens=16, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, decoder="static")
+    built = []  # which way each decoder was built
+    init = sampling._Static.__init__
+
+    def spy(self, *a, **k):
+        init(self, *a, **k)
+        built.append(self.fuse)
+
+    monkeypatch.setattr(sampling._Static, "__init__", spy)
     fused = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
     monkeypatch.setattr(sampling, "FUSE_MAX_BYTES", 0)  # as for a model whose weight copies would be large
     separate = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
+    assert built == [True, False]
     assert fused.response_ids == separate.response_ids and fused.logprobs == separate.logprobs
 
 
