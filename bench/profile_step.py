@@ -11,7 +11,9 @@
    - KL tracking: the same run with `kl.track` on and off, interleaved (for recipes whose KL is not
      in the objective the reference forward only feeds the logged kl_* metrics);
    - torch.compile of the policy's forward + backward on one micro-batch shape (one bucket of a
-     bucketed run): compile seconds, eager and compiled ms per call, the loss difference;
+     bucketed run): compile seconds, eager and compiled ms per call, the loss difference; and with
+     dynamic shapes over every micro-batch of one step (each its own width, one compile for all):
+     compile seconds, eager and compiled ms per step, interleaved, and the steps it takes to pay off;
    - padding: of the tokens the update's micro-batch forwards process, the share that is padding
      (what sequence packing would remove), on a batch the sampler actually drew;
    - a shared prompt prefix for the reference forward: each distinct prompt forwarded once, its KV
@@ -182,6 +184,37 @@ def lever_compile_and_padding(recipe: str, overrides: list[str]) -> None:
               f"{compile_s / saved:.0f} steps (every further width bucket costs another compile)")
     else:
         print("  compiled is not faster here: it does not pay at any run length")
+
+    # a run's real case: every micro-batch of the step, each its own width, through one dynamic-shape compile
+    packs = [pack([prompts[i] for i in idx], [resp[i] for i in idx], tok.pad_token_id)
+             for mb in order.tensor_split(r.optim.minibatches) for idx in length_sorted_chunks(mb, lengths, r.optim.micro_batches)]
+
+    def step_fwd_bwd(m):
+        for p in packs:
+            logp, _ = response_logprobs(m, p, ro.temperature, with_entropy=True)
+            (-(logp * p.response_mask).sum() / p.response_mask.sum()).backward()
+        model.zero_grad(set_to_none=True)
+
+    torch._dynamo.reset()
+    t0 = time.perf_counter()
+    dyn = torch.compile(model, dynamic=True)
+    step_fwd_bwd(dyn)
+    compile_s = time.perf_counter() - t0
+    times: dict[str, list[float]] = {"eager": [], "compiled": []}
+    for rep in range(6):
+        for name, m in (("eager", model), ("compiled", dyn)) if rep % 2 == 0 else (("compiled", dyn), ("eager", model)):
+            c0 = time.perf_counter()
+            step_fwd_bwd(m)
+            times[name].append(time.perf_counter() - c0)
+    ratios = [e / c for e, c in zip(times["eager"], times["compiled"])]
+    saved = statistics.median(times["eager"]) - statistics.median(times["compiled"])
+    widths = sorted({p.input_ids.shape[1] for p in packs})
+    print(f"torch.compile(dynamic=True) of forward+backward over one step's {len(packs)} micro-batches (widths "
+          f"{widths[0]}-{widths[-1]}): compile + first pass {compile_s:.1f} s, eager "
+          f"{statistics.median(times['eager']) * 1e3:.0f} ms, compiled {statistics.median(times['compiled']) * 1e3:.0f} ms "
+          f"per step ({statistics.median(ratios):.2f}x, {min(ratios):.2f}-{max(ratios):.2f}, 6 interleaved)")
+    if saved > 0:
+        print(f"  it pays off after {compile_s / saved:.0f} steps, in every run (a run is its own process)")
 
 
 def lever_shared_prefix(recipe: str, overrides: list[str], reps: int = 5) -> None:
