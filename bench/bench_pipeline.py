@@ -14,14 +14,16 @@ Four ways to spend the 2 cores, each timed as the wall seconds of `train_rl` in 
   step s's reference forward and update (1 intra-op thread each; torch releases the GIL inside its
   operators). This is one-step off-policy RL (the behaviour policy lags the trained one by one update;
   the sampler's log-probs are the ratio's pi_old), so its numbers are those of another algorithm: it is
-  a prototype for timing, built here from the trainer's own pieces, not a trainer mode.
+  a prototype for timing, built here from the trainer's own pieces for one process, not a trainer
+  mode.
 - `side-by-side`: two `serial-1t` runs at once (seeds 0 and 1), the way results/reproduce.py fills
   its 2 slots; the time per run is the longer of their two wall times / 2.
 
 What matters for regenerating results/ (117 runs, never fewer than 2 waiting) is the time per run
-when the cores are kept busy: `serial-1t` and `side-by-side` / 2. For one run on its own (a user
-iterating on a recipe), it is the run's own wall time. Not a test: the figures depend on the machine
-and its load.
+with both cores kept busy: the `side-by-side` row (already halved) against the three single-run rows.
+For one run on its own (a user iterating on a recipe), it is the run's own wall time. Each repetition
+also says whether `serial-2t` and `pipeline` logged the same metrics as `serial-1t`. Not a test: the
+figures depend on the machine and its load.
 """
 
 from __future__ import annotations
