@@ -142,6 +142,13 @@ def main() -> None:
         ap.error("--steps must be at least 2 and --reps at least 1")
     if not Path(args.recipe).is_file():
         ap.error(f"--recipe {args.recipe}: no such file")
+    from rlvr_cli.errors import UserError
+    from rlvr_cli.recipe.load import load_recipe
+
+    try:  # a bad recipe is named here, not after four child processes failed on it
+        load_recipe(args.recipe, [f"steps={args.steps}"])
+    except UserError as e:
+        ap.error(f"--recipe {args.recipe}: {e}")
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     per_run: dict[str, list[float]] = {m: [] for m in MODES}
     print(f"{args.recipe}, {args.steps} steps, {os.cpu_count()} cores", flush=True)

@@ -215,6 +215,8 @@ def lever_compile_and_padding(recipe: str, overrides: list[str]) -> None:
           f"per step ({statistics.median(ratios):.2f}x, {min(ratios):.2f}-{max(ratios):.2f}, 6 interleaved)")
     if saved > 0:
         print(f"  it pays off after {compile_s / saved:.0f} steps, in every run (a run is its own process)")
+    else:
+        print("  compiled is not faster here: it does not pay at any run length")
 
 
 def lever_shared_prefix(recipe: str, overrides: list[str], reps: int = 5) -> None:
