@@ -6,7 +6,8 @@
 Each run is 3-4 steps of a shipped preset, or of one recipe per axis of the loop (dynamic sampling, KL
 in the reward, masked truncations, mu > 1 with minibatches, micro-batches, reference reset, resume
 mid-run, SFT), on the built-in warm-started model with a handful of prompts, so each takes seconds.
-What is recorded: every metrics.jsonl row and every eval/step_N.json, timing fields aside.
+What is recorded: every metrics.jsonl row and every eval/step_N.json, timing fields and the eval
+cache's `reused` flag (it says where a number came from, not what it is) aside.
 `tests/test_golden.py` re-runs a couple of them in the test suite.
 """
 
@@ -51,7 +52,7 @@ def _rows(run: Path) -> dict:
     evals = {}
     for f in sorted((run / "eval").glob("step_*.json")):
         e = json.loads(f.read_text())
-        evals[str(e["step"])] = {k: v for k, v in e.items() if k not in TIMING and k != "model"}
+        evals[str(e["step"])] = {k: v for k, v in e.items() if k not in TIMING and k not in ("model", "reused")}
     return {"metrics": metrics, "eval": evals}
 
 
