@@ -17,6 +17,10 @@ heads of 64, SwiGLU 4864, tied embeddings, a 151,936-row vocabulary; 494M parame
 built from a config. Its tokenizer is the same character tokenizer with the vocabulary padded by
 filler tokens ``<f23>``, ``<f24>``, ... that no prompt contains but the model can sample, so the
 embedding, the head and the log-softmax over the vocabulary cost what a real model's do.
+
+:data:`GRPO_RECIPE` is rlvr's side of the comparison: the recipe that sets every field TRL's
+``GRPOTrainer`` sets differently by default (``bench/bench_vs_trl.py`` writes it with
+:func:`write_recipe` and passes model.name, task.path and task.eval_path).
 """
 
 from __future__ import annotations
@@ -38,6 +42,38 @@ SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHARS = list("0123456789+-*= \nQA:")
 PAD, BOS, EOS = 0, 1, 2
 _LAST_INT = re.compile(r"-?\d+")
+
+
+GRPO_RECIPE = {
+    "extends": "grpo",  # k3 KL in the loss (beta 0.04), token ratio clipped at 0.2, seq_mean_token_mean
+    "description": "bench config (1.06M Llama from a config, char tokenizer, 8x8, 32 new tokens, fp32, 1 thread)",
+    "name": "bench_grpo", "seed": 0, "steps": 4, "device": "cpu", "threads": 1,
+    "model": {"dtype": "float32"},
+    "task": {"name": "dataset", "question_field": "prompt", "answer_field": "answer", "answer_extraction": "none",
+             "prompt_template": "{prompt}",  # exactly the bench text; the tokenizer prepends <bos>
+             "verifier": "integer"},
+    "rollout": {"group_size": 8, "prompts_per_step": 8, "max_new_tokens": 32, "temperature": 1.0, "top_p": 1.0,
+                "top_k": 0},
+    "advantage": {"baseline": "group_mean", "scale": "group_std", "eps": 1.0e-4},  # TRL adds 1e-4 to the group std
+    "kl": {"placement": "loss", "estimator": "k3", "beta": 0.04},
+    "reward": {"extract": ["last_number"],
+               "truncated_is_incorrect": False},  # a 32-token completion is scored like any other
+    "optim": {"lr": 1.0e-5, "schedule": "constant", "warmup_steps": 0, "betas": [0.9, 0.999], "adam_eps": 1.0e-8,
+              "weight_decay": 0.0, "grad_clip": 1.0, "mu": 1, "minibatches": 1,
+              "micro_batches": 4},  # bench_vs_trl sets micro_batches
+    "eval": {"every": 100000, "at_start": False, "n": 1, "num_prompts": 1},
+    "checkpoint": {"every": 0},
+}
+
+
+def write_recipe(path: str | Path) -> Path:
+    """Write :data:`GRPO_RECIPE` as a recipe file at ``path``; return the path."""
+    import yaml
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(GRPO_RECIPE, sort_keys=False), encoding="utf-8")
+    return path
 
 
 def shape(name: str = "bench", layers: int | None = None) -> dict:

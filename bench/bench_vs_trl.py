@@ -10,8 +10,8 @@ lr 1e-5, gradient clipping 1.0, float32, 1 thread. The update's forward/backward
 --micro-batches passes on both sides (default 4, the value rlvr's presets ship): rlvr's
 `optim.micro_batches` (rows sorted by length, so each pass pads less), TRL's
 `gradient_accumulation_steps` with `per_device_train_batch_size` = 64 / that (rows in order; TRL
-pads every completion to the batch's longest). The gradient is the same either way. rlvr runs bench/bench_grpo.yaml on the exported
-model; TRL 1.16 builds the identical model in memory (checked weight for weight).
+pads every completion to the batch's longest). The gradient is the same either way. rlvr runs bench_config.GRPO_RECIPE on the
+exported model; TRL 1.16 builds the identical model in memory (checked weight for weight).
 
 Three measurements, each repeated --reps times with the order of A and B swapped every repetition
 (the machine may be shared: paired ratios within a repetition cancel most of the load):
@@ -175,7 +175,7 @@ def valid_tokens(gen: torch.Tensor) -> int:
 # --- rlvr --------------------------------------------------------------------------------------------
 def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_dir: Path, data: tuple,
              micro: int = 1, at: Target = Target()) -> dict:
-    """A fresh rlvr run of bench/bench_grpo.yaml; its step_time_s and gen_tokens per step."""
+    """A fresh rlvr run of bench_config.GRPO_RECIPE; its step_time_s and gen_tokens per step."""
     import rlvr_cli.train.rl as rl
     from rlvr_cli.recipe.load import load_recipe
     from rlvr_cli.train.rundir import RunDir
@@ -186,7 +186,7 @@ def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_
         over.append("kl.track=false")  # TRL loads no reference model at beta 0
     if at.cuda:  # float32 weights under bf16 autocast, as TRL's bf16=True
         over += ["device=cuda", "model.dtype=auto"]
-    recipe = load_recipe(HERE / "bench_grpo.yaml", over)
+    recipe = load_recipe(bc.write_recipe(work / "bench_grpo.yaml"), over)
     out = work / f"rlvr-{time.monotonic_ns()}"
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         rl.train_rl(recipe, out)  # step_time_s excludes the final evaluation

@@ -7,8 +7,8 @@
 #   bash bench/gpu_check.sh --wheels    # here, where pip reaches the registry: fetch the wheels the GPU
 #                                       # machine lacks into .whl/ (ignored through .git/info/exclude)
 #   bash bench/gpu_check.sh             # there (the device tool: carry .whl): installs .whl/ into
-#                                       # /tmp/site, then runs the three stages below, each cut at its
-#                                       # timeout (170 s, 60 s, 330 s), so the whole stays under 10 minutes
+#                                       # /tmp/site, then runs the two stages below, each cut at its
+#                                       # timeout (170 s, 330 s), so the whole stays under 10 minutes
 #
 # The GPU image has torch, transformers, accelerate, tokenizers and pyarrow, but not pydantic, TRL,
 # datasets; the wheels pin the versions this repository is tested with (transformers
@@ -16,10 +16,7 @@
 # under $OUT (or /tmp/bench-gpu-out without it), so one that fails leaves the others' figures:
 #   1. floor + sampler: the bf16 GEMM rate on the step's shapes, and rlvr's sampler against
 #      `model.generate` on the same 64-row batch (needs neither TRL nor datasets);
-#   2. families: bench/bench_families.py on the GPU under bf16 autocast: whether the sampler's
-#      written-out decode step draws the generic path's samples bit for bit there too (Llama, Llama
-#      with grouped-query attention, Qwen2, Qwen3 at the bench size; the tests check it on the CPU);
-#   3. step: seconds per GRPO step, TRL / rlvr (needs datasets for rlvr's task, TRL for its side:
+#   2. step: seconds per GRPO step, TRL / rlvr (needs datasets for rlvr's task, TRL for its side:
 #      without TRL the script says so and times rlvr alone).
 # Not a test; run it once per lease and quote its medians and ranges with the date and the GPU.
 set -uo pipefail
@@ -79,6 +76,5 @@ vs_trl() {  # vs_trl NAME SECONDS ARGS...: a stage of bench/bench_vs_trl.py on t
   stage "$name" "$limit" python3 bench/bench_vs_trl.py --device cuda --shape 0.5b --json "$out/$name.json" "$@"
 }
 vs_trl sample 170 --only floor sample --reps 3 --calls 3 --modes default fixed
-stage families 60 python3 bench/bench_families.py --device cuda --autocast bf16 --reps 2 --calls 2
 vs_trl step 330 --only step --reps 2 --steps 4 --modes default  # 2: the fewest that interleave A/B
 exit $status

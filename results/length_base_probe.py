@@ -8,8 +8,8 @@
 and reports, per column, how often filler comes right after it when it is the first wrong column
 against when the work is right so far (the decision the 1/|o| bias acts on), and, among the
 responses that ramble and have wrong work, whether the first wrong column comes before the filler
-(rambling after an error) or after it (an error after rambling). The README's length section
-quotes these numbers for each candidate base.
+(rambling after an error) or after it (an error after rambling). results/README.md's length
+section quotes these numbers for each candidate base.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ seeds 0..S-1 into runs/experiments/<experiment>/<variant>-seed<k>, then
 the exact commands written to results/<experiment>/commands.md. Finished runs are skipped and
 interrupted ones resumed, so the script can be stopped and restarted at any time. Runs use
 --threads torch threads each (default 1); --jobs of them run side by side (default 2: on 2 cores two
-one-thread runs side by side finished sooner than one two-thread run at a time, see the README's
-Speed section). All experiments share one pool of --jobs slots, fed the R1 pipeline, the
+one-thread runs side by side finished sooner than one two-thread run at a time, see docs/speed.md). All experiments share one pool of --jobs slots, fed the R1 pipeline, the
 experiments with a prerequisite and those with a run that another run continues first: an experiment
 is compared as soon as its own runs finish, and no slot idles while any run is left. Work queued late
 (a continued run once its source has finished, an experiment's runs once its prerequisite or model
@@ -36,8 +35,8 @@ step N of the same run without resets (prorl/no_reset, which saves a checkpoint 
 the later checkpoints, resumed with the resets. --no-continue trains every run from step 0. A
 warm-started built-in model that an experiment's runs start from (builtin:tiny-length) is built by one
 job before its runs are queued, so no run holds a slot waiting on the build's lock; the runs' step-0
-evaluations of one base model are computed once and reused (the trainer's eval cache, README "What a
-run leaves on disk").
+evaluations of one base model are computed once and reused (the trainer's eval cache,
+docs/metrics.md).
 """
 
 from __future__ import annotations

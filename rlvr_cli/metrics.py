@@ -1,14 +1,15 @@
-"""The metric names: one table for the step rows, the README glossary, `rlvr compare`'s labels and the tests.
+"""The metric names: one table for the step rows, the docs' glossary, `rlvr compare`'s labels and the tests.
 
 Every key a trainer writes to ``metrics.jsonl`` is a :class:`Metric` here (:func:`step_row` refuses any
-other), the README's metric table is generated from :data:`METRICS` (``python -m rlvr_cli.metrics
-README.md``; a test checks it), and runs written under an older name are read through
+other), the metric table of docs/metrics.md is generated from :data:`METRICS` (``python -m
+rlvr_cli.metrics``; a test checks it), and runs written under an older name are read through
 :data:`RENAMED` (:func:`upgrade_row`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -138,14 +139,17 @@ def markdown_table() -> str:
 START, END = "<!-- METRICS:START -->", "<!-- METRICS:END -->"
 
 
-def update_readme(path: str = "README.md") -> bool:
-    """Rewrite the metric table between the README's markers; True when it changed."""
+DOC = str(Path(__file__).resolve().parents[1] / "docs/metrics.md")
+
+
+def update_doc(path: str = DOC) -> bool:
+    """Rewrite the metric table between the page's markers; True when it changed."""
     from rlvr_cli.io import rewrite_between_markers
 
     return rewrite_between_markers(path, START, END, markdown_table())
 
 
-if __name__ == "__main__":  # python -m rlvr_cli.metrics README.md
+if __name__ == "__main__":  # python -m rlvr_cli.metrics [docs/metrics.md]
     import sys
 
-    print("updated" if update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md") else "up to date")
+    print("updated" if update_doc(sys.argv[1] if len(sys.argv) > 1 else DOC) else "up to date")

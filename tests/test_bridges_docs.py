@@ -1,11 +1,11 @@
-"""The README lists the export warnings of every shipped RL preset, generated from the exporters."""
+"""docs/bridges.md lists the export warnings of every shipped RL preset, generated from the exporters."""
 
 from pathlib import Path
 
 
-def test_readme_export_warnings_are_current():
-    """Regenerate with `python -m rlvr_cli.bridges.docs README.md`."""
-    from rlvr_cli.bridges.docs import END, START, markdown
+def test_docs_export_warnings_are_current():
+    """Regenerate with `python -m rlvr_cli.bridges.docs`."""
+    from rlvr_cli.bridges.docs import DOC, END, START, markdown
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert f"{START}\n{markdown()}{END}" in readme
+    assert Path(DOC) == Path(__file__).resolve().parents[1] / "docs" / "bridges.md"
+    assert f"{START}\n{markdown()}{END}" in Path(DOC).read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""One table of metric names (rlvr_cli/metrics.py) feeds the step rows, the README, compare's labels."""
+"""One table of metric names (rlvr_cli/metrics.py) feeds the step rows, docs/metrics.md, compare's labels."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from rlvr_cli import metrics
 from rlvr_cli.compare.plot import STEP_PANELS
 
 
-def test_readme_metric_table_matches_the_table():
-    """Regenerate with `python -m rlvr_cli.metrics README.md`."""
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    assert metrics.markdown_table() in readme.read_text(encoding="utf-8")
+def test_docs_metric_table_matches_the_table():
+    """Regenerate with `python -m rlvr_cli.metrics`."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+    assert Path(metrics.DOC) == page
+    assert f"{metrics.START}\n{metrics.markdown_table()}{metrics.END}" in page.read_text(encoding="utf-8")
 
 
 def test_a_step_row_has_exactly_the_tables_keys_in_its_order():

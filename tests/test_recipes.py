@@ -205,14 +205,15 @@ def test_unknown_recipe_reference(cli):
     assert res.code == 2 and "no such recipe" in res.stderr
 
 
-def test_readme_field_table_matches_the_schema():
-    """The README's field reference is generated; regenerate with `python -m rlvr_cli.recipe.docs README.md`."""
+def test_docs_field_table_matches_the_schema():
+    """docs/fields.md is generated; regenerate with `python -m rlvr_cli.recipe.docs`."""
     from pathlib import Path
 
-    from rlvr_cli.recipe.docs import markdown_table
+    from rlvr_cli.recipe.docs import DOC, END, START, markdown_table
 
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    assert markdown_table() in readme.read_text(encoding="utf-8")
+    page = Path(__file__).resolve().parents[1] / "docs" / "fields.md"
+    assert Path(DOC) == page
+    assert f"{START}\n{markdown_table()}{END}" in page.read_text(encoding="utf-8")
 
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(

@@ -1,7 +1,9 @@
-"""The README's list of export warnings of every shipped RL preset, generated from the exporters
-(``python -m rlvr_cli.bridges.docs README.md``; tests/test_bridges_docs.py checks it is current)."""
+"""The export warnings of every shipped RL preset, generated from the exporters into docs/bridges.md
+(``python -m rlvr_cli.bridges.docs``; tests/test_bridges_docs.py checks it is current)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 START, END = "<!-- EXPORT-WARNINGS:START -->", "<!-- EXPORT-WARNINGS:END -->"
 
@@ -33,13 +35,17 @@ def markdown() -> str:
     return "\n".join(lines)
 
 
-def update_readme(path: str = "README.md") -> bool:
+DOC = str(Path(__file__).resolve().parents[2] / "docs/bridges.md")
+
+
+def update_doc(path: str = DOC) -> bool:
+    """Rewrite the warnings between the page's markers; True when it changed."""
     from rlvr_cli.recipe import docs
 
-    return docs.update_readme(path, START, END, markdown())
+    return docs.update_doc(path, START, END, markdown())
 
 
-if __name__ == "__main__":  # python -m rlvr_cli.bridges.docs README.md
+if __name__ == "__main__":  # python -m rlvr_cli.bridges.docs [docs/bridges.md]
     import sys
 
-    print("updated" if update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md") else "up to date")
+    print("updated" if update_doc(sys.argv[1] if len(sys.argv) > 1 else DOC) else "up to date")

@@ -1,8 +1,10 @@
-"""The recipe field reference, generated from the schema (so the README and the code cannot drift)."""
+"""The recipe field reference, generated from the schema into docs/fields.md (so the docs and the code
+cannot drift; ``python -m rlvr_cli.recipe.docs``, tests/test_recipes.py checks it is current)."""
 
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -78,14 +80,17 @@ def markdown_table() -> str:
 START, END = "<!-- FIELDS:START -->", "<!-- FIELDS:END -->"
 
 
-def update_readme(path: str = "README.md", start: str = START, end: str = END, body: str | None = None) -> bool:
-    """Rewrite the field table (or ``body``) between the README's markers; True when it changed."""
+DOC = str(Path(__file__).resolve().parents[2] / "docs/fields.md")
+
+
+def update_doc(path: str = DOC, start: str = START, end: str = END, body: str | None = None) -> bool:
+    """Rewrite the field table (or ``body``) between a generated page's markers; True when it changed."""
     from rlvr_cli.io import rewrite_between_markers
 
     return rewrite_between_markers(path, start, end, markdown_table() if body is None else body)
 
 
-if __name__ == "__main__":  # python -m rlvr_cli.recipe.docs README.md
+if __name__ == "__main__":  # python -m rlvr_cli.recipe.docs [docs/fields.md]
     import sys
 
-    print("updated" if update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md") else "up to date")
+    print("updated" if update_doc(sys.argv[1] if len(sys.argv) > 1 else DOC) else "up to date")
