@@ -17,7 +17,7 @@ experiments with a prerequisite and those with a run that another run continues 
 is compared as soon as its own runs finish, and no slot idles while any run is left. Work queued late
 (a continued run once its source has finished, an experiment's runs once its prerequisite or model
 build is done) starts before the work that has waited since the start, so no such chain is left to
-run alone at the end (`bench/replay_schedule.py` replays this scheduler with a logged regeneration's
+run alone at the end (`tools/replay_schedule.py` replays this scheduler with a logged regeneration's
 job times). Per-run output goes to <runs>/<experiment>/<run>.log, a
 comparison's to <runs>/<experiment>/compare.log, a script's to <runs>/<script>.log. Training runs
 with this checkout's code (`python -m rlvr_cli`, from the repository root; the scripts get an `rlvr`
@@ -26,7 +26,7 @@ run (e.g. `steps=10` for a quick pass), --runs and --results put the run directo
 elsewhere (the prerequisite runs keep their paths: the recipes that start from them name them; the
 R1 pipeline and inference_compute write runs/experiments/r1 and results/r1, results/inference_compute
 as always). Training runs are forked from a server that has torch and transformers imported
-(rlvr_cli/forkserver.py: ~5 s less per run, the same numbers); --no-fork-server starts each as a
+(tools/forkserver.py: the import time saved on every run, the same numbers); --no-fork-server starts each as a
 fresh `python -m rlvr_cli` instead. A run that is another planned run trained further (the same
 recipe and seed with more steps: entropy/collapse is remedies/baseline run 150 steps instead of 100)
 starts as a copy of that run's finished directory and continues it with `--resume`, which the
@@ -63,7 +63,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rlvr_cli.forkserver import Launcher, available  # noqa: E402
+from tools.forkserver import Launcher, available  # noqa: E402
 from rlvr_cli.recipe.load import load_recipe  # noqa: E402
 from rlvr_cli.train.lock import LOCK_NAME  # noqa: E402
 RUNS = Path("runs/experiments")
