@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr_cli import rundir
 from rlvr_cli.errors import UserError
 from rlvr_cli.evaluation.settings import EvalSettings
 
@@ -28,11 +29,9 @@ class Target:
 
 def run_root(path: Path) -> Path | None:
     """The run directory ``path`` is, or whose ``checkpoints/step_N`` it is; None otherwise."""
-    from rlvr_cli.models import is_run_dir
-
-    if path.is_dir() and is_run_dir(path):
+    if rundir.is_run_dir(path):
         return path
-    if path.parent.name == "checkpoints" and (path.parent.parent / "recipe.yaml").is_file():
+    if path.parent.name == rundir.CHECKPOINTS_DIR and (path.parent.parent / rundir.RECIPE).is_file():
         return path.parent.parent
     return None
 
@@ -41,7 +40,7 @@ def load_run_recipe(root: Path):
     """The fully resolved recipe a run saved (its protocol, base model and task)."""
     from rlvr_cli.recipe.load import load_recipe
 
-    path = root / "recipe.yaml"
+    path = root / rundir.RECIPE
     if not path.is_file():
         raise UserError(f"{root}: run directory has no recipe.yaml, so its base model and eval settings are unknown")
     return load_recipe(path)
@@ -63,9 +62,7 @@ def select_steps(root: Path, base_model: str, steps: str | None) -> list[Target]
     `0` alone evaluates only the base model. Raises UserError naming ``--steps`` for a step without a
     checkpoint, a run without checkpoints, or text that is none of these.
     """
-    from rlvr_cli.models import list_checkpoints
-
-    found = dict(list_checkpoints(root))
+    found = dict(rundir.list_checkpoints(root))
     text = (steps or "last").strip()
     if text in ("last", "all"):
         if not found:
@@ -93,7 +90,7 @@ def select_steps(root: Path, base_model: str, steps: str | None) -> list[Target]
 
 def eval_dir(root: Path, label: str | None) -> Path:
     """``RUN/eval`` for the run's own protocol, ``RUN/eval/LABEL`` for any other."""
-    return root / "eval" / label if label else root / "eval"
+    return root / rundir.EVAL_DIR / label if label else root / rundir.EVAL_DIR
 
 
 def evaluate_targets(
