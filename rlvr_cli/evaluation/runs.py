@@ -93,20 +93,29 @@ def eval_dir(root: Path, label: str | None) -> Path:
     return root / rundir.EVAL_DIR / label if label else root / rundir.EVAL_DIR
 
 
+@dataclass(frozen=True)
+class AsEvaluated:
+    """How a run's own evaluations were made, so ``rlvr eval`` repeats them (defaults: a model outside a run)."""
+
+    reward_spec: object
+    """The reward spec that scored them (:func:`reward_spec_for`; ``RewardSpec()`` outside a run)."""
+    scorer_seed: int = 0
+    model_name: str | None = None
+    """The run's base model, named in every record's header in place of the weights' path."""
+    device: str = "auto"
+    dtype: str = "auto"
+
+
 def evaluate_targets(
     targets: list[Target],
     task,
     settings: EvalSettings,
+    how: AsEvaluated,
     *,
-    reward_spec,
-    scorer_seed: int = 0,
-    model_name: str | None = None,
-    device: str = "auto",
-    dtype: str = "auto",
     on_progress: Callable[[int], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
 ) -> list[dict]:
-    """One eval record per target, in order, with the trainer's header (``model_name`` = the run's base).
+    """One eval record per target, in order, with the trainer's header (``how.model_name`` = the run's base).
 
     Adds ``weights`` (the directory loaded), ``source: "rlvr eval"`` and ``reused: false`` (always computed;
     only the trainer's initial evaluation is cached) after the header;
@@ -116,12 +125,12 @@ def evaluate_targets(
     from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
     from rlvr_cli.rewards import Scorer
 
-    dev = resolve_device(device)
-    _, autocast = weights_and_autocast(dtype, dev)
+    dev = resolve_device(how.device)
+    _, autocast = weights_and_autocast(how.dtype, dev)
     records = []
-    with Scorer(reward_spec, task, seed=scorer_seed) as scorer:
+    with Scorer(how.reward_spec, task, seed=how.scorer_seed) as scorer:
         for t in targets:
-            model, tokenizer, resolved = load_model(t.ref, dev, dtype)
+            model, tokenizer, resolved = load_model(t.ref, dev, how.dtype)
             step = t.step if t.step is not None else resolved.step
             result = evaluate_policy(
                 model,
@@ -132,7 +141,7 @@ def evaluate_targets(
                 on_progress=on_progress,
                 **settings.policy_kwargs(),
             )
-            header = {"step": step, "model": model_name or t.ref, "task": task.name, "budget": settings.budget}
+            header = {"step": step, "model": how.model_name or t.ref, "task": task.name, "budget": settings.budget}
             records.append({**header, "weights": resolved.path, "source": "rlvr eval", "reused": False, **result})
             if on_record is not None:
                 on_record(records[-1])
