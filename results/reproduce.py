@@ -16,7 +16,7 @@ experiments with a prerequisite and those with a run that another run continues 
 is compared as soon as its own runs finish, and no slot idles while any run is left. Work queued late
 (a continued run once its source has finished, an experiment's runs once its prerequisite or model
 build is done) starts before the work that has waited since the start, so no such chain is left to
-run alone at the end (`bench/replay_schedule.py` replays this scheduler with a logged regeneration's
+run alone at the end (`tools/replay_schedule.py` replays this scheduler with a logged regeneration's
 job times). Per-run output goes to <runs>/<experiment>/<run>.log, a
 comparison's to <runs>/<experiment>/compare.log, a script's to <runs>/<script>.log. Training runs
 with this checkout's code (`python -m rlvr_cli`, from the repository root; the scripts get an `rlvr`
@@ -25,7 +25,7 @@ run (e.g. `steps=10` for a quick pass), --runs and --results put the run directo
 elsewhere (the prerequisite runs keep their paths: the recipes that start from them name them; the
 R1 pipeline and inference_compute write runs/experiments/r1 and results/r1, results/inference_compute
 as always). Training runs are forked from a server that has torch and transformers imported
-(rlvr_cli/forkserver.py: ~5 s less per run, the same numbers); --no-fork-server starts each as a
+(tools/forkserver.py: the import time saved on every run, the same numbers); --no-fork-server starts each as a
 fresh `python -m rlvr_cli` instead. A run that is another planned run trained further (the same
 recipe and seed with more steps: entropy/collapse is remedies/baseline run 150 steps instead of 100)
 starts as a copy of that run's finished directory and continues it with `--resume`, which the
@@ -62,9 +62,9 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rlvr_cli.forkserver import Launcher, available  # noqa: E402
+from tools.forkserver import Launcher, available  # noqa: E402
 from rlvr_cli.recipe.load import load_recipe  # noqa: E402
-from rlvr_cli.train.lock import LOCK_NAME  # noqa: E402
+from rlvr_cli import rundir  # noqa: E402
 RUNS = Path("runs/experiments")
 RESULTS = Path("results")
 
@@ -164,10 +164,7 @@ EXPERIMENTS = [
 
 
 def run_status(run_dir: Path) -> str | None:
-    try:
-        return json.loads((run_dir / "run.json").read_text())["status"]
-    except (OSError, ValueError, KeyError):
-        return None
+    return rundir.read_status(run_dir).get("status")
 
 
 OVERRIDES: list[str] = []
@@ -202,7 +199,7 @@ def run_one(cmd: list[str], out: Path, dry: bool, log: list[str]) -> bool:
     if dry:
         print(shlex.join(cmd))
         return True
-    full = cmd + (["--resume"] if (out / "recipe.yaml").is_file() and "--resume" not in cmd else [])
+    full = cmd + (["--resume"] if (out / rundir.RECIPE).is_file() and "--resume" not in cmd else [])
     t0 = time.time()
     print(f"[start] {shlex.join(full)}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -322,11 +319,11 @@ def copy_run(src: Path, dst: Path, at: int | None = None) -> None:
     tmp = dst.parent / f".tmp-{dst.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    later = sorted(p.name for p in (src / "checkpoints").glob("step_*")
+    later = sorted(p.name for p in (src / rundir.CHECKPOINTS_DIR).glob("step_*")
                    if at is not None and p.name.split("_", 1)[1].isdigit() and int(p.name.split("_", 1)[1]) > at)
-    shutil.copytree(src, tmp, ignore=lambda d, names: [LOCK_NAME] + (later if Path(d) == src / "checkpoints" else []))
-    status = json.loads((tmp / "run.json").read_text())  # not finished: the copy is still to be trained further
-    (tmp / "run.json").write_text(json.dumps({**status, "status": "copied", "copied_from": str(src),
+    shutil.copytree(src, tmp, ignore=lambda d, names: [rundir.LOCK_NAME] + (later if Path(d) == src / rundir.CHECKPOINTS_DIR else []))
+    status = json.loads((tmp / rundir.STATUS).read_text())  # not finished: the copy is still to be trained further
+    (tmp / rundir.STATUS).write_text(json.dumps({**status, "status": "copied", "copied_from": str(src),
                                               "copied_at_step": at}, indent=2))
     os.rename(tmp, dst)
 
@@ -335,13 +332,13 @@ def continue_one(cmd: list[str], out: Path, start: Start, dry: bool, log: list[s
     """Train ``out`` from step ``start.at`` of run ``start.src``: a copy of its finished directory without
     its later checkpoints, then `--resume`."""
     src, at = start.src, start.at
-    if run_status(out) is None and not (out / "recipe.yaml").is_file():
+    if run_status(out) is None and not (out / rundir.RECIPE).is_file():
         if not dry and run_status(src) != "finished":
             print(f"[FAILED] {out}: it starts from {src}, which did not finish", flush=True)
             return False
         copy = f"cp -r {shlex.quote(str(src))} {shlex.quote(str(out))}"
         if start.later:
-            copy += " && rm -r " + " ".join(shlex.quote(str(out / "checkpoints" / c)) for c in start.later)
+            copy += " && rm -r " + " ".join(shlex.quote(str(out / rundir.CHECKPOINTS_DIR / c)) for c in start.later)
         log.append(f"{copy}  # steps 1-{at} of this run; --resume below trains the rest")
         if dry:
             print(log[-1])

@@ -14,6 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
+from rlvr_cli import rundir
 from rlvr_cli.console import console
 from rlvr_cli.models.builtin import WARM_START_RECIPES, warm_start_lock, warm_start_target
 
@@ -44,13 +45,13 @@ def _build(ref: str, recipe, target: Path) -> None:
     t0 = time.perf_counter()
     run_dir = train_sft(recipe, work / "run")
     seconds = time.perf_counter() - t0
-    final = run_dir / "checkpoints" / f"step_{recipe.steps}"
+    final = rundir.checkpoint_path(run_dir, recipe.steps)
     if not (final / "config.json").is_file():
         raise RuntimeError(f"warm start of {ref} left no final checkpoint in {final}")
     model_dir = work / "model"
     shutil.copytree(final, model_dir, ignore=shutil.ignore_patterns("trainer_state.pt"))
-    evals = sorted((run_dir / "eval").glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1]))
-    last_eval = json.loads(evals[-1].read_text()) if evals else {}
+    evals = rundir.eval_files(run_dir)
+    last_eval = json.loads(evals[-1][1].read_text()) if evals else {}
     info = {
         "name": ref,
         "recipe": WARM_START_RECIPES[name],

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_cli.bridges.import_logs import load_verl, verl_recipe
+from rlvr_cli.compare.foreign import load_verl, verl_recipe
 from rlvr_cli.compare.load import load_runs
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -99,7 +99,7 @@ def test_verl_reward_function_uses_rlvrs_verifiers():
     ],
 )
 def test_trl_export_with_a_bad_field_is_a_warning_not_a_crash(tmp_path, files, warning):
-    from rlvr_cli.bridges.import_logs import load_trl
+    from rlvr_cli.compare.foreign import load_trl
 
     (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.4}]}))
     for name, text in files.items():

@@ -115,7 +115,7 @@ def test_grpo_trainer_runs_two_steps(trl_run):
 
 
 def test_trl_run_reads_into_compare(trl_run, tmp_path, cli):
-    from rlvr_cli.bridges.import_logs import load_trl
+    from rlvr_cli.compare.foreign import load_trl
 
     out, trainer = trl_run
     run = load_trl(out)

@@ -1,4 +1,4 @@
-"""rlvr_cli/forkserver.py: `rlvr` commands forked from a warm server compute what a fresh process
+"""tools/forkserver.py: `rlvr` commands forked from a warm server compute what a fresh process
 computes, each with its own log and exit status; results/reproduce.py trains through it."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_cli.forkserver import Launcher, available
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tools/ is the checkout's, not the package's
+
+from tools.forkserver import Launcher, available  # noqa: E402
 pytestmark = pytest.mark.skipif(not available(), reason="needs os.fork")
 
 SMALL = ["--set", "steps=2", "--set", "rollout.prompts_per_step=2", "--set", "rollout.group_size=4",
@@ -100,7 +101,7 @@ def test_reproduce_trains_through_the_launcher_and_says_so(monkeypatch, tmp_path
 
 
 def test_a_string_exit_is_status_1_with_its_message_as_python_gives_it(capsys):
-    from rlvr_cli.forkserver import _exit_code
+    from tools.forkserver import _exit_code
 
     assert (_exit_code(SystemExit()), _exit_code(SystemExit(2)), _exit_code(SystemExit("no such run"))) == (0, 2, 1)
     assert "no such run" in capsys.readouterr().err

@@ -273,21 +273,21 @@ def test_static_decoder_refuses_what_it_does_not_cover(tiny):
 
 @pytest.mark.parametrize("arch", ["tiny_llama", "llama_gqa", "qwen2", "qwen3"])
 def test_static_decoder_without_fused_projections_gives_the_same_samples(arch, request, monkeypatch):
-    import rlvr_cli.sampling as sampling
+    from rlvr_cli.sampling import decode_step
 
     model, tok = request.getfixturevalue(arch)
     prompts = [ids(tok, "347+285="), ids(tok, "9+1="), ids(tok, "1,2,3>6:")] * 4
     kw = dict(max_new_tokens=16, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, decoder="static")
     built = []  # which way each decoder was built
-    init = sampling._Static.__init__
+    init = decode_step.StaticDecoder.__init__
 
     def spy(self, *a, **k):
         init(self, *a, **k)
         built.append(self.fuse)
 
-    monkeypatch.setattr(sampling._Static, "__init__", spy)
+    monkeypatch.setattr(decode_step.StaticDecoder, "__init__", spy)
     fused = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
-    monkeypatch.setattr(sampling, "FUSE_MAX_BYTES", 0)  # as for a model whose weight copies would be large
+    monkeypatch.setattr(decode_step, "FUSE_MAX_BYTES", 0)  # as for a model whose weight copies would be large
     separate = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
     assert built == [True, False]
     assert fused.response_ids == separate.response_ids and fused.logprobs == separate.logprobs

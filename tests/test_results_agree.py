@@ -1,4 +1,4 @@
-"""results/agree.py: two regenerations' verdicts side by side; the exit status says whether they agree."""
+"""tools/agree.py: two regenerations' verdicts side by side; the exit status says whether they agree."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def summary(directory: Path, experiment: str, collapse: dict, pass1: float) -> N
 
 
 def agree(a: Path, b: Path):
-    return subprocess.run([sys.executable, "results/agree.py", str(a), str(b)], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "tools/agree.py", str(a), str(b)], cwd=ROOT, capture_output=True,
                           text=True)
 
 

@@ -47,7 +47,7 @@ CASES = {  # name: (response, reference, expected outcome)
                             json.dumps({"inputs": ["2 3"], "outputs": ["5"]}), "incorrect"),
     "tests that do not compile": (fenced("x = 1"), "assert x ==", "error"),
 }
-ISOLATED_CASES = {  # contained only with the private user id (see sandbox.py): skipped without it
+ISOLATED_CASES = {  # contained only with the private user id (see docs/sandbox.md): skipped without it
     "fork bomb": (fenced("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"), TESTS, "timeout"),
     "reads the parent's environment through /proc": (
         fenced(f"import os\nenv = open('/proc/%d/environ' % os.getppid(), 'rb').read()\n"

@@ -1,4 +1,6 @@
-"""Bridges to other RL frameworks: carry a recipe to TRL or verl, bring their logs back.
+"""Bridges to other RL frameworks: carry a recipe to TRL or verl, and score their rollouts with rlvr's
+verifiers (``trl_reward``, ``verl_reward``). Their logs come back through ``rlvr compare``
+(:mod:`rlvr_cli.compare.foreign`).
 
 ``export_recipe(recipe, "trl" | "verl")`` returns an :class:`Export`: the target's settings plus one
 warning line per rlvr knob the target cannot carry exactly (naming the rlvr field and what the target

@@ -149,6 +149,7 @@ def _run(targets, task, settings, recipe, is_run: bool, device: str | None, out_
     )
 
     from rlvr_cli.evaluation.runs import (
+        AsEvaluated,
         evaluate_targets,
         responses_per_target,
         reward_spec_for,
@@ -169,16 +170,15 @@ def _run(targets, task, settings, recipe, is_run: bool, device: str | None, out_
     progress = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
     with progress:
         bar = progress.add_task("eval", total=total)
-        return evaluate_targets(
-            targets, task, settings,
+        how = AsEvaluated(
             reward_spec=reward_spec_for(recipe) if recipe is not None else RewardSpec(),
             scorer_seed=recipe.seed if recipe is not None else 0,
             model_name=recipe.model.name if is_run else None,
             device=device or (recipe.device if recipe is not None else "auto"),
             dtype=recipe.model.dtype if recipe is not None else "auto",
-            on_progress=lambda k: progress.update(bar, advance=k),
-            on_record=write,
-        )  # fmt: skip
+        )
+        return evaluate_targets(targets, task, settings, how, on_progress=lambda k: progress.update(bar, advance=k),
+                                on_record=write)
 
 
 def _fmt(v, spec: str = ".3f") -> str:

@@ -1,9 +1,11 @@
 """`rlvr compare`: side-by-side ablations from run directories, with seed bands and a diagnosis.
 
 Reads only what a run leaves on disk (docs/design.md §3: recipe.yaml, run.json, metrics.jsonl,
-eval/step_N.json). ``load`` reads runs robustly, ``variants`` groups seeds and labels variants by the
-recipe axes that differ, ``diagnose`` holds the three failure-mode rules, ``plot`` draws the figure,
-``summary`` writes summary.json / summary.md, and ``report.compare_runs`` ties them together.
+eval/step_N.json; the names are :mod:`rlvr_cli.rundir`'s). ``run`` is a run as compared, ``load``
+reads rlvr's run directories robustly, ``foreign`` reads TRL and verl logs into the same ``Run``,
+``variants`` groups seeds and labels variants by the recipe axes that differ, ``diagnose`` holds the
+three failure-mode rules, ``plot`` draws the figure, ``summary`` writes summary.json / summary.md,
+and ``report.compare_runs`` ties them together.
 """
 
 from rlvr_cli.compare.report import CompareResult, compare_runs

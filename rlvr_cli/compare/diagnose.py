@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlvr_cli.compare.load import Run
+from rlvr_cli.compare.run import Run
 from rlvr_cli.compare.series import finite, first_sustained, rolling_median, start_level, stretch_start
 
 DIAG_SMOOTH_STEPS = 5

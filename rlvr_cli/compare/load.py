@@ -10,68 +10,16 @@ caller gets :class:`RunUnreadable` with the reason and compares the rest.
 from __future__ import annotations
 
 import json
-import math
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import yaml
 
+from rlvr_cli import rundir
+from rlvr_cli.compare.foreign import split_foreign
+from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames
 from rlvr_cli.metrics import upgrade_row
 
-RUN_MARKERS = ("recipe.yaml", "metrics.jsonl", "run.json")
-"""A directory holding any of these is taken to be a run (possibly a broken one)."""
-
-_EVAL_NAME = re.compile(r"^step_(\d+)\.json$")
-
-
-class RunUnreadable(Exception):
-    """A run that cannot be compared at all; the message is the reason shown to the user."""
-
-
-@dataclass
-class Run:
-    """One run as read from disk. ``metrics`` is indexed by step (ascending, unique) with float
-    columns (null and missing -> NaN); ``nonfinite`` has the same shape and is True exactly where the
-    log held NaN or +-Infinity (a diverged value, as opposed to a value that was not logged)."""
-
-    path: Path
-    recipe: dict
-    status: str
-    seed: int | None
-    metrics: pd.DataFrame
-    nonfinite: pd.DataFrame
-    evals: dict[int, dict] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def algorithm(self) -> str:
-        return str(self.recipe.get("algorithm", "rl"))
-
-    @property
-    def last_step(self) -> int:
-        return int(self.metrics.index.max())
-
-    def series(self, key: str) -> pd.Series | None:
-        """The logged values of ``key`` by step, or None when the run never logged it (all null)."""
-        if key not in self.metrics.columns:
-            return None
-        s = self.metrics[key]
-        if s.isna().all() and not self.nonfinite[key].any():
-            return None
-        return s
-
-
-@dataclass
-class Skipped:
-    path: str
-    reason: str
+__all__ = ["Run", "RunUnreadable", "Skipped", "expand_run_dirs", "load_run", "load_runs"]
 
 
 def expand_run_dirs(paths: list[str]) -> tuple[list[Path], list[Skipped]]:
@@ -93,12 +41,12 @@ def expand_run_dirs(paths: list[str]) -> tuple[list[Path], list[Skipped]]:
             skipped.append(Skipped(arg, "does not exist"))
         elif not p.is_dir():
             skipped.append(Skipped(arg, "not a directory (expected a run directory)"))
-        elif any((p / m).exists() for m in RUN_MARKERS):
+        elif rundir.is_run_dir(p):
             add(p)
         else:
-            children = sorted(c for c in p.iterdir() if c.is_dir() and any((c / m).exists() for m in RUN_MARKERS))
+            children = sorted(c for c in p.iterdir() if rundir.is_run_dir(c))
             if not children:
-                skipped.append(Skipped(arg, "not a run directory (no recipe.yaml, metrics.jsonl or run.json)"))
+                skipped.append(Skipped(arg, "not a run directory (no recipe.yaml, metrics.jsonl, run.json or checkpoints/)"))
             for c in children:
                 add(c)
     return found, skipped
@@ -130,9 +78,7 @@ def load_run(path: str | Path) -> Run:
 
 def load_runs(paths: list[str]) -> tuple[list[Run], list[Skipped]]:
     """Expand and read every run; unreadable ones come back as :class:`Skipped` with the reason.
-    TRL output directories and verl JSONL logs are read by :mod:`rlvr_cli.bridges.import_logs`."""
-    from rlvr_cli.bridges.import_logs import split_foreign
-
+    TRL output directories and verl JSONL logs are read by :mod:`rlvr_cli.compare.foreign`."""
     paths, runs, skipped = split_foreign(paths)
     dirs, more = expand_run_dirs(paths)
     skipped += more
@@ -148,7 +94,7 @@ def load_runs(paths: list[str]) -> tuple[list[Run], list[Skipped]]:
 
 # --- the files -------------------------------------------------------------------------------------
 def _read_recipe(path: Path) -> dict:
-    f = path / "recipe.yaml"
+    f = path / rundir.RECIPE
     if not f.is_file():
         raise RunUnreadable("recipe.yaml missing: cannot tell which variant the run is")
     try:
@@ -161,7 +107,7 @@ def _read_recipe(path: Path) -> dict:
 
 
 def _read_run_json(path: Path, warnings: list[str]) -> dict:
-    f = path / "run.json"
+    f = path / rundir.STATUS
     if not f.is_file():
         warnings.append("run.json missing: status unknown")
         return {}
@@ -177,7 +123,7 @@ def _read_run_json(path: Path, warnings: list[str]) -> dict:
 
 
 def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    f = path / "metrics.jsonl"
+    f = path / rundir.METRICS
     if not f.is_file():
         raise RunUnreadable("metrics.jsonl missing: the run has not logged a step")
     try:
@@ -209,7 +155,7 @@ def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.Dat
             )
     if not rows:
         raise RunUnreadable("metrics.jsonl has no complete line: nothing logged yet")
-    return _to_frames(rows)
+    return to_frames(rows)
 
 
 def _parse_metrics_line(line: str, lineno: int, warnings: list[str]) -> dict | None:
@@ -238,47 +184,8 @@ def _as_step(v) -> int | None:
     return None
 
 
-def _to_frames(rows: dict[int, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    steps = sorted(rows)
-    keys: list[str] = []
-    for s in steps:
-        keys.extend(k for k in rows[s] if k != "step" and k not in keys)
-    values = {k: [_as_float(rows[s].get(k)) for s in steps] for k in keys}
-    metrics = pd.DataFrame(values, index=pd.Index(steps, name="step"), dtype=float)
-    nonfinite = pd.DataFrame(
-        {k: [_is_nonfinite_number(rows[s].get(k)) for s in steps] for k in keys},
-        index=metrics.index,
-        dtype=bool,
-    )
-    return metrics, nonfinite
-
-
-def _as_float(v) -> float:
-    """Numbers as floats (NaN and +-inf kept, an int beyond float's range -> +-inf); null, strings and
-    anything else -> NaN."""
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, (int, float)):
-        try:
-            return float(v)
-        except OverflowError:
-            return math.inf if v > 0 else -math.inf
-    return np.nan
-
-
-def _is_nonfinite_number(v) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and not math.isfinite(_as_float(v))
-
-
 def _read_evals(path: Path, warnings: list[str]) -> dict[int, dict]:
-    d = path / "eval"
-    files = (
-        sorted(
-            ((int(m.group(1)), p) for p in d.glob("step_*.json") if (m := _EVAL_NAME.match(p.name))),
-        )
-        if d.is_dir()
-        else []
-    )
+    files = rundir.eval_files(path)
     if not files:
         warnings.append("no eval/step_N.json files: pass@k not available")
         return {}

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
-from rlvr_cli.compare.load import Run
+from rlvr_cli.compare.run import Run
 from rlvr_cli.compare.series import across_seeds, finite, rolling_mean
 from rlvr_cli.compare.variants import Variant
 from rlvr_cli.io import atomic_write_bytes, atomic_write_text

@@ -39,7 +39,7 @@ import inspect
 import math
 
 from rlvr_cli.compare import diagnose as dg
-from rlvr_cli.compare.load import Run, Skipped
+from rlvr_cli.compare.run import Run, Skipped
 from rlvr_cli.compare.series import spread, tail_level
 from rlvr_cli.compare.variants import Variant, format_value
 

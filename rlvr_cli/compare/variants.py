@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rlvr_cli.compare.load import Run
+from rlvr_cli.compare.run import Run
 from rlvr_cli.errors import UserError
 
 NEVER_IDENTIFYING = {
@@ -138,7 +138,7 @@ def format_value(v) -> str:
     return str(v)
 
 
-def _nested(recipe: dict, key: str):
+def nested_value(recipe: dict, key: str):
     """The value at a dotted key of the unflattened recipe (a whole section for a section's key)."""
     cur = recipe
     for part in key.split("."):
@@ -161,7 +161,7 @@ def _label(variants: list[Variant], label_by: str | None) -> None:
         flat = flatten(v.runs[0].recipe)
         for k in axes:
             if k not in flat:
-                flat[k] = _nested(v.runs[0].recipe, k)
+                flat[k] = nested_value(v.runs[0].recipe, k)
         v.axes = {k: flat.get(k) for k in axes}
         flats.append(flat)
     for v, flat in zip(variants, flats):

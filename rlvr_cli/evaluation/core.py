@@ -35,8 +35,8 @@ import hashlib
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import replace
-from functools import partial
+from dataclasses import dataclass, replace
+from typing import Any
 
 from rlvr_cli.algo.length_bias import conditional_verbosity
 from rlvr_cli.algo.passk import maj_at_k, mean_pass_at_k
@@ -51,10 +51,9 @@ from rlvr_cli.keyed_random import row_keys, stream_key
 from rlvr_cli.tasks import encode_prompt
 
 DEFAULT_BATCH = 256
-"""Sequences sampled together (memory and speed, not results: every sample's draws are keyed by its
-identity). 256 rows sampled 1.16x faster than 512 on the experiments' evaluations of builtin:tiny
-(2,048 samples of at most 64 tokens), the same samples (`bench/bench_kernels.py --only eval_batch`):
-a smaller KV cache, read for every token drawn."""
+"""Sequences sampled together: memory and speed, not results (every sample's draws are keyed by its
+identity, so any batch size gives the same samples). A batch this size keeps the KV cache, read for
+every token drawn, small; docs/speed.md has the measurement that chose it."""
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -113,9 +112,7 @@ def evaluate_policy(
         answer_tokens=answer_tokens,
     )
     prompts = {p.id: encode_prompt(tokenizer, task, p) for p in problems}
-    draw_for = partial(
-        _draw_all, model, tokenizer, task.answer_marker, prompts, seed, autocast_dtype, batch_size, on_progress
-    )
+    draw_for = _Drawer(model, tokenizer, task.answer_marker, prompts, seed, autocast_dtype, batch_size, on_progress)
     flat = [(i, p, j) for i, p in enumerate(problems) for j in range(n)]
     t0 = time.perf_counter()
     with _eval_mode(model):
@@ -154,27 +151,41 @@ def evaluate_policy(
     }
 
 
-def _draw_all(model, tokenizer, marker, prompts, seed, autocast_dtype, batch_size, on_progress, flat, dec):
-    """Responses for (prompt index, problem, sample index) triples in batches, keyed by (seed; i, j).
+@dataclass(frozen=True)
+class _Drawer:
+    """Draws an evaluation's responses: what stays fixed across its plain and its greedy draw."""
 
-    Each rank draws its contiguous share of ``flat``; the shares are gathered in order.
-    """
-    from rlvr_cli import dist
+    model: Any
+    tokenizer: Any
+    marker: str | None
+    prompts: dict
+    """Problem id -> prompt token ids."""
+    seed: int
+    autocast_dtype: Any
+    batch_size: int
+    on_progress: Callable[[int], None] | None
 
-    stream = stream_key(seed, "eval")
-    mine = [flat[k] for k in dist.share(len(flat))]
-    out: list[Response] = []
-    tokens = 0
-    for start in range(0, len(mine), batch_size):
-        chunk = mine[start : start + batch_size]
-        keys = row_keys(stream, [(i, j) for i, _, j in chunk])
-        got, used = draw(model, tokenizer, marker, [prompts[p.id] for _, p, _ in chunk], dec,
-                         autocast_dtype=autocast_dtype, row_keys=keys)
-        out += got
-        tokens += used
-        if on_progress is not None:
-            on_progress(len(chunk))
-    return dist.gather_concat(out), int(dist.all_reduce_sum(tokens))
+    def __call__(self, flat: list, dec: Decoding) -> tuple[list[Response], int]:
+        """Responses for (prompt index, problem, sample index) triples in batches, keyed by (seed; i, j).
+
+        Each rank draws its contiguous share of ``flat``; the shares are gathered in order.
+        """
+        from rlvr_cli import dist
+
+        stream = stream_key(self.seed, "eval")
+        mine = [flat[k] for k in dist.share(len(flat))]
+        out: list[Response] = []
+        tokens = 0
+        for start in range(0, len(mine), self.batch_size):
+            chunk = mine[start : start + self.batch_size]
+            keys = row_keys(stream, [(i, j) for i, _, j in chunk])
+            got, used = draw(self.model, self.tokenizer, self.marker, [self.prompts[p.id] for _, p, _ in chunk], dec,
+                             autocast_dtype=self.autocast_dtype, row_keys=keys)
+            out += got
+            tokens += used
+            if self.on_progress is not None:
+                self.on_progress(len(chunk))
+        return dist.gather_concat(out), int(dist.all_reduce_sum(tokens))
 
 
 def _greedy_metrics(scorer, tokenizer, problems, responses) -> tuple[float | None, float | None]:

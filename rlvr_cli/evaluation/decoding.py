@@ -99,8 +99,8 @@ def draw(model, tokenizer, marker: str, prompts: list[list[int]], dec: Decoding,
     responses = [Response(list(ids), why == "length") for ids, why in zip(first.response_ids, first.finish_reasons)]
     if dec.budget is None:
         return responses, first.gen_tokens
-    return responses, first.gen_tokens + _force_answers(model, tokenizer, marker, mark, prompts, responses, dec, common,
-                                                        row_keys)
+    answer = {**common, "max_new_tokens": dec.answer_tokens}
+    return responses, first.gen_tokens + _force_answers(model, tokenizer, marker, mark, prompts, responses, answer, row_keys)
 
 
 def answer_keys(keys):
@@ -110,17 +110,18 @@ def answer_keys(keys):
     return mix64(keys ^ stream_key("forced answer"))
 
 
-def _force_answers(model, tokenizer, marker, mark, prompts, responses, dec: Decoding, common: dict,
-                   row_keys=None) -> int:
-    """Budget forcing on the responses that hit the budget (in place); returns the tokens generated."""
+def _force_answers(model, tokenizer, marker, mark, prompts, responses, answer: dict, row_keys=None) -> int:
+    """Budget forcing on the responses that hit the budget (in place); returns the tokens generated.
+
+    ``answer``: the keyword arguments of :func:`generate` for the forced answers (at most
+    ``answer_tokens`` new tokens, the sampling settings of the responses)."""
     rows = [i for i, r in enumerate(responses) if r.truncated]
     if not rows:
         return 0  # nothing to force: the random stream is left exactly where plain sampling leaves it
     forced = {i: marker not in tokenizer.decode(responses[i].ids, skip_special_tokens=True) for i in rows}
     heads = [responses[i].ids + (mark if forced[i] else []) for i in rows]
     keys = answer_keys(row_keys[rows]) if row_keys is not None else None
-    tail = generate(model, [prompts[i] + h for i, h in zip(rows, heads)], max_new_tokens=dec.answer_tokens,
-                    row_keys=keys, **common)
+    tail = generate(model, [prompts[i] + h for i, h in zip(rows, heads)], row_keys=keys, **answer)
     for i, head, ids, why in zip(rows, heads, tail.response_ids, tail.finish_reasons):
         responses[i] = Response(head + list(ids), why == "length", forced[i])
     return tail.gen_tokens

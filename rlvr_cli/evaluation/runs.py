@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr_cli import rundir
 from rlvr_cli.errors import UserError
 from rlvr_cli.evaluation.settings import EvalSettings
 
@@ -28,11 +29,9 @@ class Target:
 
 def run_root(path: Path) -> Path | None:
     """The run directory ``path`` is, or whose ``checkpoints/step_N`` it is; None otherwise."""
-    from rlvr_cli.models import is_run_dir
-
-    if path.is_dir() and is_run_dir(path):
+    if rundir.is_run_dir(path):
         return path
-    if path.parent.name == "checkpoints" and (path.parent.parent / "recipe.yaml").is_file():
+    if path.parent.name == rundir.CHECKPOINTS_DIR and (path.parent.parent / rundir.RECIPE).is_file():
         return path.parent.parent
     return None
 
@@ -41,7 +40,7 @@ def load_run_recipe(root: Path):
     """The fully resolved recipe a run saved (its protocol, base model and task)."""
     from rlvr_cli.recipe.load import load_recipe
 
-    path = root / "recipe.yaml"
+    path = root / rundir.RECIPE
     if not path.is_file():
         raise UserError(f"{root}: run directory has no recipe.yaml, so its base model and eval settings are unknown")
     return load_recipe(path)
@@ -63,9 +62,7 @@ def select_steps(root: Path, base_model: str, steps: str | None) -> list[Target]
     `0` alone evaluates only the base model. Raises UserError naming ``--steps`` for a step without a
     checkpoint, a run without checkpoints, or text that is none of these.
     """
-    from rlvr_cli.models import list_checkpoints
-
-    found = dict(list_checkpoints(root))
+    found = dict(rundir.list_checkpoints(root))
     text = (steps or "last").strip()
     if text in ("last", "all"):
         if not found:
@@ -93,23 +90,32 @@ def select_steps(root: Path, base_model: str, steps: str | None) -> list[Target]
 
 def eval_dir(root: Path, label: str | None) -> Path:
     """``RUN/eval`` for the run's own protocol, ``RUN/eval/LABEL`` for any other."""
-    return root / "eval" / label if label else root / "eval"
+    return root / rundir.EVAL_DIR / label if label else root / rundir.EVAL_DIR
+
+
+@dataclass(frozen=True)
+class AsEvaluated:
+    """How a run's own evaluations were made, so ``rlvr eval`` repeats them (defaults: a model outside a run)."""
+
+    reward_spec: object
+    """The reward spec that scored them (:func:`reward_spec_for`; ``RewardSpec()`` outside a run)."""
+    scorer_seed: int = 0
+    model_name: str | None = None
+    """The run's base model, named in every record's header in place of the weights' path."""
+    device: str = "auto"
+    dtype: str = "auto"
 
 
 def evaluate_targets(
     targets: list[Target],
     task,
     settings: EvalSettings,
+    how: AsEvaluated,
     *,
-    reward_spec,
-    scorer_seed: int = 0,
-    model_name: str | None = None,
-    device: str = "auto",
-    dtype: str = "auto",
     on_progress: Callable[[int], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
 ) -> list[dict]:
-    """One eval record per target, in order, with the trainer's header (``model_name`` = the run's base).
+    """One eval record per target, in order, with the trainer's header (``how.model_name`` = the run's base).
 
     Adds ``weights`` (the directory loaded), ``source: "rlvr eval"`` and ``reused: false`` (always computed;
     only the trainer's initial evaluation is cached) after the header;
@@ -119,12 +125,12 @@ def evaluate_targets(
     from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
     from rlvr_cli.rewards import Scorer
 
-    dev = resolve_device(device)
-    _, autocast = weights_and_autocast(dtype, dev)
+    dev = resolve_device(how.device)
+    _, autocast = weights_and_autocast(how.dtype, dev)
     records = []
-    with Scorer(reward_spec, task, seed=scorer_seed) as scorer:
+    with Scorer(how.reward_spec, task, seed=how.scorer_seed) as scorer:
         for t in targets:
-            model, tokenizer, resolved = load_model(t.ref, dev, dtype)
+            model, tokenizer, resolved = load_model(t.ref, dev, how.dtype)
             step = t.step if t.step is not None else resolved.step
             result = evaluate_policy(
                 model,
@@ -135,7 +141,7 @@ def evaluate_targets(
                 on_progress=on_progress,
                 **settings.policy_kwargs(),
             )
-            header = {"step": step, "model": model_name or t.ref, "task": task.name, "budget": settings.budget}
+            header = {"step": step, "model": how.model_name or t.ref, "task": task.name, "budget": settings.budget}
             records.append({**header, "weights": resolved.path, "source": "rlvr eval", "reused": False, **result})
             if on_record is not None:
                 on_record(records[-1])

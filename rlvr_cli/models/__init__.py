@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.rundir import STEP_DIR, is_run_dir, list_checkpoints  # noqa: F401 - list_checkpoints: also this module's name for it
 
 
 @dataclass
@@ -30,26 +31,6 @@ class ResolvedModel:
     """builtin | run | checkpoint | path | hub"""
     step: int | None = None
     """Training step of a checkpoint, when known."""
-
-
-_STEP_DIR = re.compile(r"^step_(\d+)$")
-
-
-def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints of a run, oldest first (temporary directories of unfinished writes are skipped)."""
-    ck = Path(run_dir) / "checkpoints"
-    if not ck.is_dir():
-        return []
-    found = []
-    for d in ck.iterdir():
-        m = _STEP_DIR.match(d.name)
-        if m and d.is_dir() and (d / "config.json").is_file():
-            found.append((int(m.group(1)), d))
-    return sorted(found)
-
-
-def is_run_dir(path: Path) -> bool:
-    return (path / "run.json").is_file() or (path / "checkpoints").is_dir()
 
 
 def resolve_model_ref(ref: str) -> ResolvedModel:
@@ -69,7 +50,7 @@ def resolve_model_ref(ref: str) -> ResolvedModel:
             step, d = cks[-1]
             return ResolvedModel(ref, str(d), "run", step)
         if (p / "config.json").is_file():
-            m = _STEP_DIR.match(p.name)
+            m = STEP_DIR.match(p.name)
             return ResolvedModel(ref, str(p), "checkpoint" if m else "path", int(m.group(1)) if m else None)
         raise UserError(f"{ref}: directory holds no model (no config.json) and is not a run directory")
     if re.fullmatch(r"[\w.-]+(/[\w.-]+)?", ref):

@@ -19,7 +19,7 @@ before the tests finished (``os._exit(0)``, a memory limit, printing "PASSED" ch
 -> ``timeout``; broken tests or a sandbox that cannot start -> ``error``.
 
 The canonical answer is a hash of the program (equal programs give equal keys). What the sandbox does
-and does not protect against is spelled out in :mod:`rlvr_cli.rewards.sandbox`.
+and does not protect against is spelled out in docs/sandbox.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""The run directory (docs/design.md §3) and everything that makes a run lose nothing.
+"""The trainer's side of the run directory: writing it so that a run loses nothing.
 
-    runs/NAME/
-      recipe.yaml          fully resolved recipe
-      run.json             status (running/finished/failed), versions, seed, times, git commit
-      metrics.jsonl        one JSON object per step, appended, flushed and fsynced each step
-      eval/step_N.json     evaluation results (step 0 = the initial model)
-      samples/step_N.jsonl a few prompts with responses, rewards and advantages, for reading
-      checkpoints/step_N/  Hugging Face model + tokenizer + trainer_state.pt
-      .lock                locked (flock) by the trainer while it runs; holds its pid (train/lock.py)
-
-Checkpoints are written into a temporary directory and renamed into place, so a directory named
-``step_N`` is always complete; a run killed at any moment resumes from the newest one, after metrics
-lines and eval files from later steps (and a half-written last line) are dropped.
+The layout, the file names and the lock are the contract in :mod:`rlvr_cli.rundir`, which every
+reader uses too. Checkpoints are written into a temporary directory and renamed into place, so a
+directory named ``step_N`` is always complete; a run killed at any moment resumes from the newest one,
+after metrics lines and eval files from later steps (and a half-written last line) are dropped.
 """
 
 from __future__ import annotations
@@ -30,9 +22,10 @@ import torch
 from rlvr_cli import __version__
 from rlvr_cli.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rlvr_cli.errors import RunFailed, UserError
-from rlvr_cli.models import list_checkpoints, quiet_transformers
+from rlvr_cli import rundir
+from rlvr_cli.models import quiet_transformers
+from rlvr_cli.rundir import LOCK_NAME, list_checkpoints
 from rlvr_cli.trackers import close_trackers, log_to_trackers
-from rlvr_cli.train.lock import LOCK_NAME
 
 
 def _now() -> str:
@@ -104,16 +97,16 @@ class RunDir:
     # --- layout ------------------------------------------------------------------------------------
     @property
     def metrics_path(self) -> Path:
-        return self.root / "metrics.jsonl"
+        return self.root / rundir.METRICS
 
     def eval_path(self, step: int) -> Path:
-        return self.root / "eval" / f"step_{step}.json"
+        return rundir.eval_path(self.root, step)
 
     def samples_path(self, step: int) -> Path:
-        return self.root / "samples" / f"step_{step}.jsonl"
+        return rundir.samples_path(self.root, step)
 
     def checkpoint_path(self, step: int) -> Path:
-        return self.root / "checkpoints" / f"step_{step}"
+        return rundir.checkpoint_path(self.root, step)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def create(self, recipe_yaml: str, info: dict, overwrite_ok: bool = False) -> None:
@@ -126,21 +119,17 @@ class RunDir:
                 "or choose another --out"
             )
         self.root.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.root / "recipe.yaml", recipe_yaml)
+        atomic_write_text(self.root / rundir.RECIPE, recipe_yaml)
         self.write_status("running", started=_now(), **info)
 
     def write_recipe(self, recipe_yaml: str) -> None:
         """Replace the run's recipe (a run continued to more steps, see session._continuation)."""
         if self.writer:
-            atomic_write_text(self.root / "recipe.yaml", recipe_yaml)
+            atomic_write_text(self.root / rundir.RECIPE, recipe_yaml)
 
     def read_status(self) -> dict:
         """run.json's fields; {} when it is missing or damaged (not UTF-8, not JSON, not an object)."""
-        try:
-            data = json.loads((self.root / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return rundir.read_status(self.root)
 
     def write_status(self, status: str, **fields) -> None:
         if not self.writer:
@@ -154,7 +143,7 @@ class RunDir:
         if status in ("finished", "failed"):
             data["ended"] = _now()
             close_trackers(self.root)
-        atomic_write_json(self.root / "run.json", data)
+        atomic_write_json(self.root / rundir.STATUS, data)
 
     # --- metrics -----------------------------------------------------------------------------------
     def append_metrics(self, row: dict) -> None:
@@ -190,7 +179,7 @@ class RunDir:
         checkpoints go first: on a full disk they hold the space that rewriting the metrics needs."""
         if not self.writer:
             return
-        ck = self.root / "checkpoints"
+        ck = self.root / rundir.CHECKPOINTS_DIR
         if ck.is_dir():
             for d in ck.glob(".tmp-*"):
                 shutil.rmtree(d, ignore_errors=True)
@@ -198,7 +187,7 @@ class RunDir:
         raw = self.metrics_path.read_bytes() if self.metrics_path.is_file() else b""
         if raw.count(b"\n") != len(kept) or not raw.endswith(b"\n") and raw:  # something to drop
             atomic_write_jsonl(self.metrics_path, kept)
-        for sub in ("eval", "samples"):
+        for sub in (rundir.EVAL_DIR, rundir.SAMPLES_DIR):
             d = self.root / sub
             if d.is_dir():
                 for f in d.glob("step_*"):

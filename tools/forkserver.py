@@ -1,14 +1,13 @@
 """Many `rlvr` commands in a row without paying Python's imports for each one.
 
-A fresh `python -m rlvr_cli train ...` spends ~4.5 s importing torch and transformers before it does
-anything (1.4 s torch, ~3 s transformers' model code, on the 2-core machine); a 100-step run on the
-built-in model takes 40-140 s, so over the 117 runs of `results/reproduce.py` the imports are ~9 min
-of core time. :class:`Launcher` imports them once, in a server process (``python -m
-rlvr_cli.forkserver``), and forks every command from it: each command is still its own process,
-with its own log file, exit status and crash, and computes exactly what a fresh process computes
-(nothing of rlvr is imported in the server, and torch starts no threads on import, so the child sets
-its thread count as a fresh process does; tests/test_forkserver.py checks that a run's metrics are
-equal both ways).
+A fresh `python -m rlvr_cli train ...` spends seconds importing torch and transformers before it does
+anything, which over the many short runs of `results/reproduce.py` adds up (docs/speed.md has the
+figures). :class:`Launcher` imports them once, in a server process (``python tools/forkserver.py``),
+and forks every command from it: each command is still its own process, with its own log file, exit
+status and crash, and computes exactly what a fresh process computes (nothing of rlvr is imported in
+the server, and torch starts no threads on import, so the child sets its thread count as a fresh
+process does; tests/test_forkserver.py checks that a run's metrics are equal both ways). It is a tool
+of the regeneration script, not of the package: nothing in ``rlvr_cli`` imports it.
 
 The protocol is one JSON line each way per command: ``{"argv", "log", "cwd"}`` to the server's stdin,
 ``{"rc"}`` back on its stdout once the command's process has exited. A server runs one command at a
@@ -133,10 +132,10 @@ class Launcher:
     def _server(self) -> subprocess.Popen:
         proc = getattr(self._local, "proc", None)
         if proc is None or proc.poll() is not None:
-            root = str(Path(__file__).resolve().parents[1])
+            root = str(Path(__file__).resolve().parents[1])  # this checkout's rlvr_cli, in every command
             env = dict(self._env if self._env is not None else os.environ)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-            proc = subprocess.Popen([sys.executable, "-m", "rlvr_cli.forkserver"], stdin=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve())], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True, env=env)
             self._local.proc = proc
             with self._lock:

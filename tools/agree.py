@@ -1,7 +1,7 @@
 """Do two regenerations of results/ reach the same conclusions? Compare their `rlvr compare` summaries.
 
     python results/reproduce.py --runs /tmp/rr/runs --results /tmp/rr/results
-    python results/agree.py results /tmp/rr/results          # the committed results against the new ones
+    python tools/agree.py results /tmp/rr/results          # the committed results against the new ones
 
 For every experiment directory both hold (a `summary.json` from `rlvr compare`), and every variant
 both have (matched by label), it prints the diagnosis counts of each failure mode (KL explosion,

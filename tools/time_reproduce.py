@@ -1,9 +1,9 @@
 """How long `python results/reproduce.py` takes on this machine, estimated from short probe runs; with
 --baseline, side by side with another checkout (e.g. a git worktree of an older commit).
 
-    python bench/time_reproduce.py                               # this checkout, 2 jobs
+    python tools/time_reproduce.py                               # this checkout, 2 jobs
     git worktree add /tmp/old <commit>
-    python bench/time_reproduce.py --baseline /tmp/old --json t.json   # before/after, probes interleaved
+    python tools/time_reproduce.py --baseline /tmp/old --json t.json   # before/after, probes interleaved
 
 A full regeneration is ~100 runs of 1-5 minutes: too long to time twice for a before/after. Instead
 every distinct training recipe of the checkout's results/reproduce.py (variants, prerequisites and

@@ -1,9 +1,9 @@
 """Replay a checkout's results/reproduce.py scheduler with the job times of a regeneration it logged.
 
     python results/reproduce.py --runs /tmp/rr/runs --results /tmp/rr/results | tee /tmp/rr/reproduce.log
-    python bench/replay_schedule.py /tmp/rr/reproduce.log                   # this checkout's scheduler
+    python tools/replay_schedule.py /tmp/rr/reproduce.log                   # this checkout's scheduler
     git worktree add /tmp/old <commit>
-    python bench/replay_schedule.py /tmp/rr/reproduce.log --root /tmp/old   # an older one, same job times
+    python tools/replay_schedule.py /tmp/rr/reproduce.log --root /tmp/old   # an older one, same job times
 
 A change to the scheduler (the order work is queued in, what goes first) changes only when each job
 starts; a full regeneration to time it takes an hour, and the machine's speed varies by a few percent

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_cli.compare.load import RUN_MARKERS, Run, RunUnreadable, Skipped, _to_frames
-from rlvr_cli.compare.variants import _nested as nested_value
+from rlvr_cli import rundir
+from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames
+from rlvr_cli.compare.variants import nested_value
 
 TRL_METRICS = {
     "reward": "reward_mean",
@@ -64,7 +65,7 @@ TRL_SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_pe
 def foreign_kind(path: Path) -> str | None:
     """``trl`` or ``verl`` when ``path`` is a TRL output directory or a verl JSONL log, else None."""
     if path.is_dir():
-        if any((path / m).exists() for m in RUN_MARKERS):
+        if rundir.is_run_dir(path):
             return None
         if (path / "trainer_state.json").is_file() or any(path.glob("checkpoint-*/trainer_state.json")):
             return "trl"
@@ -82,8 +83,8 @@ def split_foreign(paths: list[str]) -> tuple[list[str], list[Run], list[Skipped]
     for arg in paths:
         p = Path(arg)
         kind = foreign_kind(p)
-        if kind == "verl" and p.name == "metrics.jsonl" and any((p.parent / m).exists() for m in RUN_MARKERS
-                                                                 if m != "metrics.jsonl"):
+        if kind == "verl" and p.name == rundir.METRICS and any((p.parent / m).exists() for m in rundir.RUN_MARKERS
+                                                               if m != rundir.METRICS):
             rest.append(str(p.parent))  # an rlvr run's own log, named instead of its directory
             continue
         if kind is None:
@@ -316,6 +317,6 @@ def _run(path: Path, recipe: dict, rows: dict[int, dict], warnings: list[str], w
     if not rows:
         first = next((w for w in warnings if " line " in w), None)
         raise RunUnreadable(f"{what}: no metric rows" + (f" ({first})" if first else ""))
-    metrics, nonfinite = _to_frames(rows)
+    metrics, nonfinite = to_frames(rows)
     warnings.append("foreign log: no eval/step_N.json files, pass@k not available")
     return Run(path=path, recipe=recipe, status="foreign", seed=recipe.get("seed"), metrics=metrics, nonfinite=nonfinite, warnings=warnings)

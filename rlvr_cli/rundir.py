@@ -1,0 +1,170 @@
+"""The run directory's contract (docs/design.md §3): its file names, its lock, and what counts as one.
+
+The trainer writes it (:mod:`rlvr_cli.train.rundir`) and every reader (``compare``, ``evaluation``,
+``models``, ``trackers``, the warm start, ``results/reproduce.py``) finds its files by these names,
+so the layout is spelled once::
+
+    runs/NAME/
+      recipe.yaml          fully resolved recipe (written first)
+      run.json             status (running/finished/failed), versions, seed, times, git commit
+      metrics.jsonl        one JSON object per step, appended, flushed and fsynced each step
+      eval/step_N.json     evaluation results (step 0 = the initial model)
+      samples/step_N.jsonl a few prompts with responses, rewards and advantages, for reading
+      checkpoints/step_N/  Hugging Face model + tokenizer + trainer_state.pt (complete when it holds config.json)
+      .lock                locked (flock) by the trainer while it runs; holds its pid
+
+One trainer per run directory: an exclusive ``flock`` on ``RUN/.lock``, held for the run's lifetime.
+Why ``flock`` and not a pid file: the kernel drops the lock when the holder's descriptor closes, on
+any exit (a return, an exception, ``kill -9``, a crash), so a lock can never outlive its holder and
+no stale-lock guessing is needed. The file keeps the holder's pid only to name it in the message of
+a second trainer, which exits 2 instead of appending the same steps to ``metrics.jsonl`` twice. The
+file is never removed (removing a locked file lets a third process lock a new inode of the same name).
+Within one process the lock is re-entrant (the CLI holds it around the run and the session takes it
+again); it is released when the last holder lets go (:func:`release`, or the garbage collection of
+the object it was taken for) and, for ``rlvr train``, when the run returns or raises.
+
+This module sits low (standard library and :mod:`rlvr_cli.errors` only): anything may import it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import re
+import weakref
+from pathlib import Path
+
+from rlvr_cli.errors import UserError
+
+RECIPE = "recipe.yaml"
+STATUS = "run.json"
+METRICS = "metrics.jsonl"
+EVAL_DIR = "eval"
+SAMPLES_DIR = "samples"
+CHECKPOINTS_DIR = "checkpoints"
+LOCK_NAME = ".lock"
+
+RUN_MARKERS = (RECIPE, METRICS, STATUS, CHECKPOINTS_DIR)
+"""A directory holding any of these is a run directory (possibly a broken or unfinished one): the
+trainer writes the recipe and the status before anything else, and nothing else writes them."""
+
+STEP_DIR = re.compile(r"^step_(\d+)$")
+"""The name of a checkpoint directory, ``step_N``."""
+EVAL_FILE = re.compile(r"^step_(\d+)\.json$")
+"""The name of an evaluation file, ``step_N.json``."""
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a directory that holds any of :data:`RUN_MARKERS`."""
+    path = Path(path)
+    return path.is_dir() and any((path / m).exists() for m in RUN_MARKERS)
+
+
+def eval_path(root: str | Path, step: int) -> Path:
+    return Path(root) / EVAL_DIR / f"step_{step}.json"
+
+
+def samples_path(root: str | Path, step: int) -> Path:
+    return Path(root) / SAMPLES_DIR / f"step_{step}.jsonl"
+
+
+def checkpoint_path(root: str | Path, step: int) -> Path:
+    return Path(root) / CHECKPOINTS_DIR / f"step_{step}"
+
+
+def list_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints of a run, oldest first (temporary directories of unfinished writes are skipped)."""
+    ck = Path(root) / CHECKPOINTS_DIR
+    if not ck.is_dir():
+        return []
+    found = []
+    for d in ck.iterdir():
+        m = STEP_DIR.match(d.name)
+        if m and d.is_dir() and (d / "config.json").is_file():
+            found.append((int(m.group(1)), d))
+    return sorted(found)
+
+
+def eval_files(root: str | Path) -> list[tuple[int, Path]]:
+    """``(step, eval/step_N.json)`` of a run, by step (files of other names are not evaluations)."""
+    d = Path(root) / EVAL_DIR
+    if not d.is_dir():
+        return []
+    return sorted((int(m.group(1)), p) for p in d.glob("step_*.json") if (m := EVAL_FILE.match(p.name)))
+
+
+def read_status(root: str | Path) -> dict:
+    """run.json's fields; {} when it is missing or damaged (not UTF-8, not JSON, not an object)."""
+    try:
+        data = json.loads((Path(root) / STATUS).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+# --- the lock --------------------------------------------------------------------------------------
+_held: dict[str, list] = {}
+"""Run directories this process holds: realpath -> [descriptor, number of holders]."""
+
+
+def _key(run_dir: Path) -> str:
+    return os.path.realpath(run_dir)
+
+
+def holder_pid(run_dir: str | Path) -> int | None:
+    """The pid written by the lock's last holder (it may have exited since)."""
+    try:
+        text = (Path(run_dir) / LOCK_NAME).read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def acquire(run_dir: str | Path, owner: object | None = None) -> None:
+    """Take the run directory's lock (creating the directory), or raise ``UserError`` naming the pid
+    of the process that holds it. With ``owner``, the hold ends when ``owner`` is garbage-collected."""
+    run_dir = Path(run_dir)
+    key = _key(run_dir)
+    if key in _held:
+        _held[key][1] += 1
+    else:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise UserError(f"{run_dir}: cannot create the run directory's lock file: {e.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise UserError(f"{run_dir}/{LOCK_NAME}: cannot lock the run directory: {e.strerror}") from None
+            pid = holder_pid(run_dir)
+            who = f"process {pid}" if pid else "another process"
+            raise UserError(
+                f"{run_dir}: in use by {who}, which holds {run_dir / LOCK_NAME}; wait for it to finish "
+                "(or stop it) before training into this directory again"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # the pid only names the holder in a message; a full disk is the run's to report
+        _held[key] = [fd, 1]
+    if owner is not None:
+        weakref.finalize(owner, release, run_dir)
+
+
+def release(run_dir: str | Path, every_hold: bool = False) -> None:
+    """Let go of one hold (or, with ``every_hold``, of all this process has: the run is over); the
+    lock is dropped when none is left."""
+    key = _key(Path(run_dir))
+    entry = _held.get(key)
+    if entry is None:
+        return
+    entry[1] = 0 if every_hold else entry[1] - 1
+    if entry[1] <= 0:
+        del _held[key]
+        os.close(entry[0])
