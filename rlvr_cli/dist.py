@@ -1,4 +1,6 @@
-"""The few collectives the trainer needs, as no-ops in one process (docs/design.md §3, "Scaling out").
+"""The few collectives the trainer and the evaluation need, as no-ops in one process (docs/design.md §3,
+"Scaling out"). The model's DDP / FSDP2 wrap and the torchrun launch are the trainer's:
+:mod:`rlvr_cli.train.parallel`, :mod:`rlvr_cli.train.launch`.
 
 A run under ``torchrun`` (``WORLD_SIZE`` > 1 in the environment) joins one process group
 (:func:`init_from_env`); without it :func:`world` is ``(0, 1)`` and every helper returns its input,
@@ -85,7 +87,8 @@ def _collective_failed(name: str, e: BaseException) -> RunFailed:
     )
 
 
-def _collective(name: str, fn):
+def collective(name: str, fn):
+    """``fn()``, a collective: a failure of it raises the RunFailed naming this rank."""
     try:
         return fn()
     except RunFailed:
@@ -129,7 +132,7 @@ def all_reduce(values: Sequence[float], op: str = "sum") -> list[float]:
 
     t = torch.tensor([float(v) for v in values], dtype=torch.float64)
     ops = {"sum": tdist.ReduceOp.SUM, "max": tdist.ReduceOp.MAX, "min": tdist.ReduceOp.MIN}
-    _collective(f"all_reduce({op})", lambda: tdist.all_reduce(t, op=ops[op]))
+    collective(f"all_reduce({op})", lambda: tdist.all_reduce(t, op=ops[op]))
     return t.tolist()
 
 
@@ -148,7 +151,7 @@ def gather_objects(obj) -> list:
     import torch.distributed as tdist
 
     out = [None] * world()[1]
-    _collective("all_gather_object", lambda: tdist.all_gather_object(out, obj))
+    collective("all_gather_object", lambda: tdist.all_gather_object(out, obj))
     return out
 
 
@@ -161,7 +164,7 @@ def barrier() -> None:
     if is_initialized():
         import torch.distributed as tdist
 
-        _collective("barrier", tdist.barrier)
+        collective("barrier", tdist.barrier)
 
 
 def broadcast_object(obj):
@@ -171,204 +174,9 @@ def broadcast_object(obj):
     import torch.distributed as tdist
 
     box = [obj]
-    _collective("broadcast_object_list", lambda: tdist.broadcast_object_list(box, src=0))
+    collective("broadcast_object_list", lambda: tdist.broadcast_object_list(box, src=0))
     return box[0]
 
 
 def world_size_from_env() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def check_settings(recipe, size: int | None = None) -> None:
-    """Exit-2 errors for distributed settings that cannot give the one-process numbers, before anything is written."""
-    size = world_size_from_env() if size is None else size
-    if size <= 1:
-        return
-    if recipe.algorithm != "rl":
-        raise UserError(f"distributed: {size} processes: only `algorithm: rl` runs distributed; run SFT on one process")
-    p = recipe.rollout.prompts_per_step
-    if size > p:
-        raise UserError(
-            f"rollout.prompts_per_step ({p}) is smaller than the {size} processes: a group never straddles "
-            "ranks, so every rank needs at least one prompt; use at most that many processes (--nproc)"
-        )
-    lo = recipe.loss
-    for field, value in (("loss.top_entropy_quantile", lo.top_entropy_quantile), ("loss.cov_penalty", lo.cov_penalty)):
-        if value is not None:  # their token choice needs the whole minibatch's quantile / covariance on one rank
-            raise UserError(f"{field}: chooses tokens from statistics of the whole minibatch, which {size} processes "
-                            "do not gather yet; run it on one process")
-
-
-def run_info(recipe) -> dict:
-    """What run.json records about the processes of a run (nothing in one process)."""
-    size = world()[1]
-    if size <= 1:
-        return {}
-    return {"distributed": {"world_size": size, **recipe.distributed.model_dump(mode="json")}}
-
-
-def wrap_model(model, spec, device):
-    """The module the update's forwards go through: DDP under N processes (gradients averaged on the
-    last micro-batch's backward), ``model`` itself in one process. FSDP2 shards ``model`` in place."""
-    size = world()[1]
-    if size <= 1:
-        return model
-    if spec.strategy == "fsdp2":
-        return shard_fsdp2(model)
-    import warnings
-
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    ids = [device.index] if getattr(device, "type", "cpu") == "cuda" else None
-    with warnings.catch_warnings():  # newer torch renames it; every rank loads the same buffers anyway
-        warnings.filterwarnings("ignore", message=".*broadcast_buffers")
-        return DDP(model, device_ids=ids, broadcast_buffers=False)
-
-
-def decoder_blocks(model) -> list:
-    """The repeated decoder blocks of a transformers causal LM (its ``_no_split_modules`` classes)."""
-    names = set(getattr(model, "_no_split_modules", None) or [])
-    return [m for m in model.modules() if type(m).__name__ in names]
-
-
-def shard_fsdp2(model):
-    from torch.distributed.fsdp import fully_shard
-
-    blocks = decoder_blocks(model)
-    if not blocks:
-        raise UserError(
-            f"distributed.strategy: fsdp2 finds no decoder-block class in {type(model).__name__} "
-            "(its _no_split_modules is empty); use ddp"
-        )
-    for block in blocks:
-        fully_shard(block)
-    fully_shard(model)
-    return model
-
-
-class terminated_as_failure:
-    """Turn SIGTERM (torchrun stopping the other workers when one fails) into a failed run, not a silent death.
-
-    Inside it, SIGTERM raises :class:`RunFailed`, so the run loop marks the run failed before exiting.
-    No-op in one process.
-    """
-
-    def __enter__(self):
-        import signal
-
-        self._old = None
-        if launched_by_torchrun():
-            def stop(signum, frame):
-                import sys
-
-                if sys.exc_info()[1] is not None:  # already failing (a collective broke): let it finish writing
-                    return
-                rank, size = world()
-                raise RunFailed(f"rank {rank} of {size}: stopped by torchrun (SIGTERM) after another rank failed; "
-                                "continue with --resume")
-
-            self._old = signal.signal(signal.SIGTERM, stop)
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-
-        if self._old is not None:
-            signal.signal(signal.SIGTERM, self._old)
-        if exc[0] is None:
-            shutdown()
-        return False
-
-
-def is_fsdp(model) -> bool:
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:  # pragma: no cover - torch without FSDP2
-        return False
-    return isinstance(model, FSDPModule)
-
-
-class full_params:
-    """Inside it, an FSDP2 model holds its whole parameters (all-gathered once) and its forwards issue no
-    collective, so ranks may run different numbers of them (sampling, no-grad log-probs, eval).
-    No-op for any other model. Costs one full copy of the parameters while it lasts, as DDP always does."""
-
-    def __init__(self, model):
-        self.model = model
-        self.on = is_fsdp(model)
-
-    def _modules(self):
-        from torch.distributed.fsdp import FSDPModule
-
-        return [m for m in self.model.modules() if isinstance(m, FSDPModule)]
-
-    def __enter__(self):
-        if self.on:
-            self.model.set_reshard_after_forward(False)
-            for m in self._modules():
-                _collective("FSDP unshard", m.unshard)
-        return self.model
-
-    def __exit__(self, *exc):
-        if self.on:
-            for m in self._modules():
-                m.reshard()
-            self.model.set_reshard_after_forward(True)
-        return False
-
-
-def full_state_dict(model, rank0_only: bool = True) -> dict:
-    """The model's whole state dict (on CPU): gathered from the shards under FSDP2 (every rank must call
-    it; with ``rank0_only`` the others get an empty dict), the module's own otherwise."""
-    if not is_fsdp(model):
-        return model.state_dict()
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    opts = StateDictOptions(full_state_dict=True, cpu_offload=rank0_only)
-    return _collective("get_model_state_dict", lambda: get_model_state_dict(model, options=opts))
-
-
-def without_tied_aliases(model, state: dict) -> dict:
-    """``state`` less the second names of shared (tied) parameters, as save_pretrained writes a model."""
-    own = {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
-    return {k: v for k, v in state.items() if k in own}
-
-
-def _param_names(model) -> list[str]:
-    """The optimiser's parameters in its order (build_optimizer: the trainable ones, in model order)."""
-    return [n for n, p in model.named_parameters() if p.requires_grad]
-
-
-def optimizer_state(model, optimizer) -> dict:
-    """The optimiser state in torch's one-process layout (parameters by index), whatever the strategy,
-    so a checkpoint resumes on any number of processes. Every rank must call it under FSDP2."""
-    if not is_fsdp(model):
-        return optimizer.state_dict()
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-
-    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    sd = _collective("get_optimizer_state_dict", lambda: get_optimizer_state_dict(model, optimizer, options=opts))
-    if not sd:
-        return {}
-    index = {n: i for i, n in enumerate(_param_names(model))}
-    return {
-        "state": {index[n]: v for n, v in sd["state"].items()},
-        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in sd["param_groups"]],
-    }
-
-
-def load_optimizer_state(model, optimizer, state: dict) -> None:
-    """Load a one-process-layout optimiser state (:func:`optimizer_state`) into ``optimizer``."""
-    if not is_fsdp(model):
-        optimizer.load_state_dict(state)
-        return
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-    names = _param_names(model)
-    sd = {
-        "state": {names[i]: v for i, v in state["state"].items()},
-        "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]],
-    }
-    opts = StateDictOptions(full_state_dict=True)
-    _collective("set_optimizer_state_dict",
-                lambda: set_optimizer_state_dict(model, optimizer, optim_state_dict=sd, options=opts))

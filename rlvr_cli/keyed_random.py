@@ -13,11 +13,17 @@ prompt index, sample index). Sampling then uses the inverse CDF: the token is th
 cumulative probability exceeds ``u * total`` -- exact categorical sampling, and a token of zero
 probability can never be drawn. The arithmetic is done on int64 tensors, whose multiplication wraps
 modulo 2^64 in PyTorch, with logical right shifts built from arithmetic ones and a mask.
+
+Draws made in order, where no row identity is needed (which prompts a step trains on, the minibatch
+order, Clip-Cov's tie-breaks), come from a ``random.Random`` or a ``torch.Generator`` seeded by the
+same names (:meth:`StreamKey.rng`, :meth:`StreamKey.generator`): every random number of a run is
+named by one call of :func:`stream_key`, e.g. ``stream_key(seed, step, "prompts", round_)``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 
 import torch
 
@@ -53,10 +59,40 @@ def mix64_int(x: int) -> int:
     return z ^ (z >> 31)
 
 
-def stream_key(*names: object) -> int:
-    """A 63-bit key naming a family of draws, e.g. ``stream_key(seed, step, "sample", round_)``."""
-    digest = hashlib.blake2b(repr(names).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
+def _hash63(text: str, low: bool) -> int:
+    """63 bits of the 64-bit BLAKE2b digest of ``text``: the low ones, or the high ones."""
+    h = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+    return h & ((1 << 63) - 1) if low else h >> 1
+
+
+class StreamKey(int):
+    """The 63-bit key of a named family of draws (an ``int``: what :func:`row_keys` takes), which also
+    seeds the in-order generators of the same names."""
+
+    names: tuple
+
+    def rng(self) -> random.Random:
+        """A ``random.Random`` for draws made in order (e.g. which prompts a step trains on)."""
+        return random.Random(self._sequential_seed())
+
+    def generator(self, device="cpu") -> torch.Generator:
+        """A ``torch.Generator`` for draws made in order (e.g. Clip-Cov's choice among tied tokens)."""
+        g = torch.Generator(device=device)
+        g.manual_seed(self._sequential_seed())
+        return g
+
+    def _sequential_seed(self) -> int:
+        # the in-order generators hash the names joined by "/" (the counter-based key hashes their repr):
+        # two spellings of one name, both kept so that every recorded run draws the same numbers
+        return _hash63("/".join(str(n) for n in self.names), low=True)
+
+
+def stream_key(*names: object) -> StreamKey:
+    """The key naming a family of draws, e.g. ``stream_key(seed, step, "sample", round_)``: the
+    counter-based draws' key itself, and ``.rng()`` / ``.generator()`` for draws made in order."""
+    key = StreamKey(_hash63(repr(names), low=False))
+    key.names = names
+    return key
 
 
 def row_keys(stream: int, rows: list[tuple[int, int]] | torch.Tensor, device="cpu") -> torch.Tensor:

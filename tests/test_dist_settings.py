@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlvr_cli import dist
+from rlvr_cli.train import parallel
 from rlvr_cli.errors import UserError
 from rlvr_cli.recipe.load import load_recipe
 
@@ -15,9 +16,9 @@ from rlvr_cli.recipe.load import load_recipe
 ])
 def test_remedies_that_need_whole_minibatch_statistics_are_refused_on_two_processes(field, sets):
     r = load_recipe("grpo", sets)
-    dist.check_settings(r, 1)  # one process: fine
+    parallel.check_settings(r, 1)  # one process: fine
     with pytest.raises(UserError, match=field.replace(".", r"\.")):
-        dist.check_settings(r, 2)
+        parallel.check_settings(r, 2)
 
 
 def test_a_backend_error_is_only_a_collective_failure_under_several_processes():

@@ -291,7 +291,7 @@ def test_bad_distributed_settings_exit_2_before_anything_is_written(tiny_base, t
 def test_fsdp2_needs_a_decoder_block_class():
     import torch
 
-    from rlvr_cli.dist import shard_fsdp2
+    from rlvr_cli.train.parallel import shard_fsdp2
     from rlvr_cli.errors import UserError
 
     with pytest.raises(UserError, match="distributed.strategy"):

@@ -76,3 +76,16 @@ def test_a_target_at_the_total_falls_back_to_the_last_positive_token():
     # u = 1 puts the target at cdf_V itself, past every index: the last token of positive probability
     assert sample_inverse_cdf(probs, torch.tensor([1.0, 1.0], dtype=torch.float64)).tolist() == [3, 1]
     assert sample_inverse_cdf(probs, torch.tensor([0.9, 0.9], dtype=torch.float64)).tolist() == [3, 1]
+
+
+def test_one_key_names_both_the_counter_draws_and_the_in_order_generators():
+    import hashlib
+    import random
+
+    key = stream_key(7, 3, "prompts", 1)
+    digest = lambda text: int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")  # noqa: E731
+    assert key == digest(repr((7, 3, "prompts", 1))) >> 1  # the counter-based key: row_keys takes it as an int
+    seed = digest("7/3/prompts/1") & ((1 << 63) - 1)  # the in-order generators: the names joined by "/"
+    assert key.rng().random() == random.Random(seed).random()
+    assert torch.equal(torch.rand(4, generator=key.generator()), torch.rand(4, generator=torch.Generator().manual_seed(seed)))
+    assert torch.equal(row_keys(key, [(0, 1)]), row_keys(int(key), [(0, 1)]))

@@ -22,3 +22,12 @@ def test_tracked_kl_is_measured_at_its_cadence_and_in_the_objective_always(tiny_
     assert [k is not None for k in tracked] == [True, False, True, True]
     in_loss = _kl("grpo", tiny_base, tmp_path / "loss")  # k3 KL in the loss needs the reference every step
     assert all(k is not None for k in in_loss)
+
+
+def test_kl_in_loss_and_in_reward_need_a_positive_beta():
+    kl = lambda *sets: load_recipe("grpo", list(sets)).kl  # noqa: E731
+    assert (kl("kl.beta=0.1").in_loss, kl("kl.beta=0.1").in_reward) == (True, False)
+    assert (kl("kl.placement=reward", "kl.beta=0.1").in_loss, kl("kl.placement=reward", "kl.beta=0.1").in_reward) == (False, True)
+    assert not kl("kl.beta=0").in_loss and not kl("kl.placement=reward", "kl.beta=0").in_reward
+    assert not kl("kl.placement=none").in_loss and not kl("kl.placement=none").in_reward
+    assert "in_loss" not in load_recipe("grpo", []).model_dump()["kl"]  # derived, never saved in recipe.yaml

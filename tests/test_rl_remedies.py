@@ -17,7 +17,7 @@ import torch
 
 from rlvr_cli.algo.aggregation import aggregate
 from rlvr_cli.recipe.load import load_recipe
-from rlvr_cli.train.rl import TokenSelection, step_advantages, token_loss, token_selection
+from rlvr_cli.train.objective import LossInputs, TokenSelection, step_advantages, token_loss, token_selection
 from rlvr_cli.train.rundir import RunDir
 from test_train import _first_gradient as first_gradient  # one update of a tiny run, its gradient captured
 
@@ -29,7 +29,7 @@ def _recipe(*sets: str):
 def _grad(r, logp0, old, adv, mask, sel=None, is_weights=None, entropy=None):
     logp = logp0.clone().requires_grad_(True)
     ent = torch.zeros_like(logp0) if entropy is None else entropy
-    loss, _ = token_loss(r, logp, ent, old, None, adv, mask, sel=sel, is_weights=is_weights)
+    loss, _ = token_loss(r, logp, ent, LossInputs(old, None, adv, mask, is_weights), sel=sel)
     aggregate(loss, mask, "token_mean", normalizer=float(mask.sum())).backward()
     return logp.grad
 

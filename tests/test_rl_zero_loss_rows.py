@@ -17,7 +17,8 @@ from safetensors.torch import load_file
 import rlvr_cli.train.rl as rl
 from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
 from rlvr_cli.recipe.load import load_recipe
-from rlvr_cli.train.rl import TokenSelection, token_loss, train_rl, zero_loss_rows
+from rlvr_cli.train.objective import LossInputs, token_loss, token_selection, zero_loss_rows
+from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.rundir import RunDir
 
 TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s"}
@@ -38,7 +39,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_rows_it_names_get_exactly_zero_gradient_from_token_loss(case):
-    sets, quiet_allowed = CASES[case]
+    sets, zero_loss_allowed = CASES[case]
     r = load_recipe("grpo", sets)
     g = torch.Generator().manual_seed(0)
     b, t = 6, 5
@@ -49,29 +50,29 @@ def test_the_rows_it_names_get_exactly_zero_gradient_from_token_loss(case):
     adv = torch.tensor([0.0, 1.5, 0.0, -0.7, 0.0, 0.4])
     mask = torch.ones(b, t)
     mask[1, 3:] = 0
-    mask[3] = 0  # no loss token (e.g. truncated and masked): quiet in every recipe
+    mask[3] = 0  # no loss token (e.g. truncated and masked): zero-loss in every recipe
     sel = None
     if r.loss.top_entropy_quantile is not None or r.loss.cov_penalty is not None:
-        sel = rl.token_selection(r, logp.detach(), ent.detach(), old, adv.unsqueeze(1), mask, torch.Generator().manual_seed(1))
-    quiet = zero_loss_rows(r, adv, ref, mask)
-    loss, _ = token_loss(r, logp, ent, old, ref, adv.unsqueeze(1), mask, sel=sel)
+        sel = token_selection(r, logp.detach(), ent.detach(), old, adv.unsqueeze(1), mask, torch.Generator().manual_seed(1))
+    zero_loss = zero_loss_rows(r, adv, ref, mask)
+    loss, _ = token_loss(r, logp, ent, LossInputs(old, ref, adv.unsqueeze(1), mask), sel=sel)
     agg = aggregate(loss, mask, r.loss.aggregation, r.loss.length_constant,
                     normalizer=aggregation_normalizer(mask, r.loss.aggregation))
     agg.backward()
     grad = logp.grad.abs().sum(1) + (ent.grad.abs().sum(1) if ent.grad is not None else 0)
-    assert torch.all(grad[quiet] == 0), grad  # exactly: nothing is lost by not backpropagating them
-    assert grad[~quiet].max() > 0  # (a mask may still zero some of the others)
-    if quiet_allowed:
-        assert quiet.tolist() == [True, False, True, True, True, False]
+    assert torch.all(grad[zero_loss] == 0), grad  # exactly: nothing is lost by not backpropagating them
+    assert grad[~zero_loss].max() > 0  # (a mask may still zero some of the others)
+    if zero_loss_allowed:
+        assert zero_loss.tolist() == [True, False, True, True, True, False]
     else:
-        assert quiet.tolist() == [False, False, False, True, False, False]
+        assert zero_loss.tolist() == [False, False, False, True, False, False]
         assert grad[[0, 2, 4]].min() > 0  # a term without A reaches the A = 0 rows: they must be backpropagated
 
 
 def _run(tmp_path, name, monkeypatch, zero_groups, skip: bool, *sets):
     """A short Dr. GRPO run on the built-in model whose advantages are +-1 in each group but 0 in the
-    groups ``zero_groups(step)`` (quiet rows and others however the samples fall); with ``skip`` False
-    every row is backpropagated, as before the trainer forwarded quiet rows alone."""
+    groups ``zero_groups(step)`` (zero-loss rows and others however the samples fall); with ``skip`` False
+    every row is backpropagated, as before the trainer forwarded zero-loss rows alone."""
     real_adv = rl.step_advantages
     calls = {"steps": 0, "forward_only_rows": 0}
 
@@ -121,7 +122,7 @@ def test_forwarding_them_alone_keeps_the_statistics_and_the_weights(tiny_base, t
     halves = lambda step: [0, 2]  # noqa: E731 - two of the four groups, every step
     with_skip, w_skip, forwarded = _run(tmp_path, "skip", monkeypatch, halves, True, *sets)
     without, w_all, none_forwarded = _run(tmp_path, "all", monkeypatch, halves, False, *sets)
-    assert forwarded > 0 and none_forwarded == 0  # the quiet rows took the forward-only path, and only here
+    assert forwarded > 0 and none_forwarded == 0  # the zero-loss rows took the forward-only path, and only here
     for a, b in zip(with_skip, without):
         _assert_close(a, b)  # entropy, ratios, clip fractions, loss, grad norm: the same to float rounding
     assert with_skip[0]["adv_abs_mean"] > 0
@@ -129,7 +130,7 @@ def test_forwarding_them_alone_keeps_the_statistics_and_the_weights(tiny_base, t
         assert torch.allclose(w_skip[k], w_all[k], atol=1e-6, rtol=0), k
 
 
-def test_a_minibatch_of_only_quiet_rows_still_steps_with_zero_gradients(tiny_base, tmp_path, monkeypatch):
+def test_a_minibatch_of_only_zero_loss_rows_still_steps_with_zero_gradients(tiny_base, tmp_path, monkeypatch):
     # step 1 trains; step 2's advantages are all zero: AdamW's moments still move the weights, as they
     # did when the rows were backpropagated with their zero gradients
     sets = [f"model.name={tiny_base}", *SETS, "steps=2", "optim.mu=1", "optim.minibatches=1", "optim.weight_decay=0.1"]

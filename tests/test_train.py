@@ -286,16 +286,16 @@ def test_dynamic_sampling_carries_on_with_an_empty_batch(tmp_path):
 
 
 def test_non_finite_updates_are_skipped_then_fail_the_run(tiny_base, tmp_path, monkeypatch, cli):
-    import rlvr_cli.train.rl as rl
+    import rlvr_cli.train.objective as objective
 
-    real = rl.clipped_surrogate
+    real = objective.clipped_surrogate
 
     def nan_loss(*a, **k):
         out = real(*a, **k)
         out.loss = out.loss * float("nan")
         return out
 
-    monkeypatch.setattr(rl, "clipped_surrogate", nan_loss)
+    monkeypatch.setattr(objective, "clipped_surrogate", nan_loss)
     r = recipe("grpo", tiny_base, "optim.max_skipped_in_row=3", "steps=3", "eval.at_start=false")
     with pytest.raises(RunFailed, match="non-finite"):
         train_rl(r, tmp_path / "r")

@@ -73,7 +73,7 @@ def _objective(r, w: Warnings) -> dict:
         "epsilon_high": lo.clip.eps_high,
         "delta": lo.clip.dual_clip,
         "mask_truncated_completions": r.overlong.mask_truncated,
-        "beta": kl.beta if kl.placement == "loss" else 0.0,
+        "beta": kl.beta if kl.in_loss else 0.0,
     }
     if lo.entropy_coef:
         out["entropy_coef"] = lo.entropy_coef  # a GRPOConfig field since TRL 1.x; left out at 0 for older TRL
@@ -89,9 +89,9 @@ def _objective(r, w: Warnings) -> dict:
         w.add("loss.clip.dual_clip", f"TRL's delta caps the ratio for every token; below 1 + eps_high ({1 + lo.clip.eps_high:g}) it also cuts positive-advantage tokens, rlvr's cap acts on A < 0 only")
     if lo.entropy_coef and lo.aggregation != "token_mean":
         w.add("loss.entropy_coef", "TRL's entropy bonus is always the token mean; rlvr aggregates it like the policy loss")
-    if kl.placement == "loss" and kl.beta > 0 and kl.estimator != "k3":
+    if kl.in_loss and kl.estimator != "k3":
         w.add("kl.estimator", f"TRL's KL term is always k3; `{kl.estimator}` is not available")
-    if kl.placement == "reward" and kl.beta > 0:
+    if kl.in_reward:
         w.add("kl.placement", f"TRL has no KL in the reward; exported beta 0 (no KL at all) instead of r - {kl.beta:g} * sum k1")
     if kl.track and out["beta"] == 0:
         w.add("kl.track", "TRL measures KL only when beta > 0; the logs will have no KL")

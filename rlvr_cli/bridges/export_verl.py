@@ -134,8 +134,7 @@ def _is_correction(r, w: Warnings) -> dict:
 
 def _kl(r, w: Warnings) -> dict:
     kl = r.kl
-    in_loss = kl.placement == "loss" and kl.beta > 0
-    in_reward = kl.placement == "reward" and kl.beta > 0
+    in_loss, in_reward = kl.in_loss, kl.in_reward
     out = {f"{ACTOR}.use_kl_loss": in_loss, "algorithm.use_kl_in_reward": in_reward}
     if in_loss:
         out[f"{ACTOR}.kl_loss_coef"] = kl.beta

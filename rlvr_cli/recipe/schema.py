@@ -329,7 +329,7 @@ class KLSpec(Strict):
     track: bool = True
     """Measure KL to the reference for the logs even when it is not in the objective (costs one forward pass)."""
     track_every: int = Field(1, ge=1)
-    """When KL is only tracked (not in the objective): measure it on step 1, every N steps and at eval steps; the other steps log `kl_*` as null (the reference forward measured 16-18% of a step, README "Speed")."""
+    """When KL is only tracked (not in the objective): measure it on step 1, every N steps and at eval steps; the other steps log `kl_*` as null (each measurement costs one reference forward over the step's batch)."""
     ref_reset_every: int | None = Field(None, ge=1)
     """ProRL: every N steps set pi_ref <- pi_theta and reset the optimiser state (null = never)."""
 
@@ -338,6 +338,16 @@ class KLSpec(Strict):
         if self.placement == "none":
             self.beta = 0.0
         return self
+
+    @property
+    def in_loss(self) -> bool:
+        """KL is a term of the loss: + beta * KL_t per token (placement `loss`, beta > 0)."""
+        return self.placement == "loss" and self.beta > 0
+
+    @property
+    def in_reward(self) -> bool:
+        """KL is subtracted from the reward: r <- r - beta * sum_t k1_t (placement `reward`, beta > 0)."""
+        return self.placement == "reward" and self.beta > 0
 
 
 class DynamicSamplingSpec(Strict):

@@ -1,93 +1,129 @@
-"""Pack (prompt, response) token lists into tensors, and get per-token log-probs of the responses.
+"""One RL step's training batch: the rollout groups as rows, and the tensors each phase adds to them.
 
-Layout: prompts left-padded to a common width Lp, responses right-padded to Lr:
-
-    [pad .. pad | prompt tokens | response tokens | pad .. pad]
-                 <----- Lp ----> <------- Lr ------->
-
-so the logits that predict response token j sit at input position Lp - 1 + j for every row, and a
-forward over ``input_ids[:, :-1]`` keeping only the last Lr positions (``logits_to_keep``) computes
-exactly the logits the loss needs, not the prompt's.
+Built once from the kept groups (phase 1), B = groups x G rows, group-major; under N processes this
+rank's contiguous share of whole groups, with :attr:`Batch.rows` naming their indices in the step's
+batch. Phase 2 adds the behaviour and reference log-probs and the importance weights, phases 3-4 the
+shaped rewards, the advantages, the loss mask and the zero-loss rows; the update then reads
+everything it needs from the batch.
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import torch
 
-from rlvr_cli.algo.logprobs import token_logprobs, token_logprobs_and_entropy
+from rlvr_cli.train.objective import LossInputs
+from rlvr_cli.train.packing import Packed, length_sorted_chunks, pack, response_logprobs
+from rlvr_cli.train.rollout import Group
 
 
 @dataclass
-class Packed:
-    input_ids: torch.Tensor  # (B, Lp + Lr)
-    attention_mask: torch.Tensor  # (B, Lp + Lr)
-    position_ids: torch.Tensor  # (B, Lp + Lr)
-    response_ids: torch.Tensor  # (B, Lr)
-    response_mask: torch.Tensor  # (B, Lr) float: 1 on real response tokens
+class Batch:
+    """One step's training batch (this rank's rows), built by :meth:`from_groups`."""
+
+    prompt_ids: list[list[int]]
+    response_ids: list[list[int]]
+    sampler_logprobs: list[list[float]]
+    rewards: torch.Tensor
+    """(B,) raw reward, before shaping."""
+    truncated: torch.Tensor
+    """(B,) bool: the response hit max_new_tokens (finish reason `length`)."""
+    mask: torch.Tensor
+    """(B, Lr) float: 1 on real response tokens."""
+    group_size: int
+    pad_id: int
+    device: torch.device
+    rows: range
+    """The indices of these rows in the step's batch (all of it in one process)."""
+    n_rows: int
+    """Rows of the step's batch, over every rank."""
+    old_logp: torch.Tensor | None = None
+    """(B, Lr) log-probs of the behaviour policy (phase 2)."""
+    ref_logp: torch.Tensor | None = None
+    """(B, Lr) log-probs of the reference; None when this step does not need it (phase 2)."""
+    is_weights: torch.Tensor | None = None
+    """(B, Lr) sampler-mismatch importance weights; None without a correction (phase 2)."""
+    shaped: torch.Tensor | None = None
+    """(n_rows,) shaped rewards of the whole step's batch (phase 3)."""
+    advantages: torch.Tensor | None = None
+    """(n_rows,) advantages of the whole step's batch (phase 4)."""
+    adv: torch.Tensor | None = None
+    """(B,) the advantages of these rows."""
+    loss_mask: torch.Tensor | None = None
+    """(B, Lr) float: the response tokens that count in the loss (masked truncations left out)."""
+    zero_loss: torch.Tensor | None = None
+    """(B,) bool: rows whose token loss is 0 whatever the weights (forwarded without a backward)."""
+
+    @classmethod
+    def from_groups(cls, groups: list[Group], share: range, group_size: int, pad_id: int, device) -> Batch:
+        """The rows of the groups ``share`` names (this rank's contiguous share) of the step's ``groups``."""
+        mine = groups[share.start : share.stop]
+        prompt_ids = [grp.prompt_ids for grp in mine for _ in range(group_size)]
+        response_ids = [resp for grp in mine for resp in grp.response_ids]
+        return cls(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            sampler_logprobs=[lp for grp in mine for lp in grp.logprobs],
+            rewards=torch.tensor([x for grp in mine for x in grp.rewards], dtype=torch.float32, device=device),
+            truncated=torch.tensor([f == "length" for grp in mine for f in grp.finish_reasons], device=device),
+            mask=pack(prompt_ids, response_ids, pad_id, device).response_mask if mine
+            else torch.zeros(0, 1, device=device),  # a rank with no group of this step's batch
+            group_size=group_size,
+            pad_id=pad_id,
+            device=device,
+            rows=range(share.start * group_size, share.stop * group_size),
+            n_rows=len(groups) * group_size,
+        )
+
+    def __len__(self) -> int:
+        return len(self.response_ids)
 
     @property
-    def response_width(self) -> int:
-        return self.response_ids.shape[1]
+    def width(self) -> int:
+        return self.mask.shape[1]
 
+    @property
+    def lengths(self) -> list[int]:
+        """Prompt + response tokens per row (to sort micro-batches by)."""
+        return [len(p) + len(r) for p, r in zip(self.prompt_ids, self.response_ids)]
 
-def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int, device=None) -> Packed:
-    b = len(prompt_ids)
-    lp = max(len(p) for p in prompt_ids)
-    lr = max(1, max(len(r) for r in response_ids))
-    ids = torch.full((b, lp + lr), pad_id, dtype=torch.long)
-    mask = torch.zeros((b, lp + lr), dtype=torch.long)
-    for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
-        ids[i, lp - len(p) : lp] = torch.tensor(p, dtype=torch.long)
-        mask[i, lp - len(p) : lp] = 1
-        if r:
-            ids[i, lp : lp + len(r)] = torch.tensor(r, dtype=torch.long)
-            mask[i, lp : lp + len(r)] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    resp = ids[:, lp:].clone()
-    resp_mask = mask[:, lp:].to(torch.float32)
-    packed = Packed(ids, mask, positions, resp, resp_mask)
-    if device is not None:
-        packed = Packed(*(t.to(device) for t in (ids, mask, positions, resp, resp_mask)))
-    return packed
+    @property
+    def response_lengths(self) -> torch.Tensor:
+        """(B,) float32 response tokens per row."""
+        return torch.tensor([len(x) for x in self.response_ids], dtype=torch.float32, device=self.device)
 
+    def local_rows(self, step_rows: torch.Tensor) -> torch.Tensor:
+        """The local indices of the rows of ``step_rows`` (indices in the step's batch) that this rank holds."""
+        return torch.tensor([i - self.rows.start for i in step_rows.tolist() if i in self.rows], dtype=torch.long)
 
-def length_sorted_chunks(indices, lengths, chunks: int) -> list[torch.Tensor]:
-    """Split ``indices`` into ``chunks`` groups of similar total length (less padding per forward).
+    def loss_inputs(self, idx: torch.Tensor, width: int) -> LossInputs:
+        """The fixed tensors of rows ``idx``, cut to the response ``width`` of their micro-batch."""
+        cut = lambda t: None if t is None else t[idx, :width]  # noqa: E731
+        return LossInputs(cut(self.old_logp), cut(self.ref_logp), self.adv[idx].unsqueeze(1), cut(self.loss_mask),
+                          cut(self.is_weights))
 
-    The loss normaliser is computed over the whole batch, so how it is split does not change the
-    gradient; sorting only saves the compute spent on padding.
-    """
-    order = sorted((int(i) for i in indices), key=lambda i: lengths[i])
-    return [c for c in torch.tensor(order, dtype=torch.long).tensor_split(chunks) if len(c)]
+    def pack(self, idx: torch.Tensor) -> Packed:
+        return pack([self.prompt_ids[i] for i in idx], [self.response_ids[i] for i in idx], self.pad_id, self.device)
 
+    @torch.no_grad()
+    def logprobs(self, model, temperature: float, chunks: int, amp, rows=None, with_entropy: bool = False):
+        """log pi(y_t) of ``model`` for every response (or those of ``rows``), (B, Lr), in length-sorted
+        chunks; with ``with_entropy`` also the per-token entropy, as a pair. Rows not computed are 0."""
+        out = torch.zeros(len(self), self.width, device=self.device)
+        ent = torch.zeros_like(out) if with_entropy else None
+        for idx in length_sorted_chunks(range(len(self)) if rows is None else rows, self.lengths, chunks):
+            with amp:
+                lp, h = response_logprobs(model, self.pack(idx), temperature, with_entropy=with_entropy)
+            out[idx.to(self.device), : lp.shape[1]] = lp
+            if with_entropy:
+                ent[idx.to(self.device), : lp.shape[1]] = h
+        return (out, ent) if with_entropy else out
 
-_KEEP_ARG: dict[type, str | None] = {}
-
-
-def response_logits(model, packed: Packed) -> torch.Tensor:
-    """Logits (B, Lr, V) that predict each response token."""
-    cls = type(model)
-    if cls not in _KEEP_ARG:  # a DistributedDataParallel wrapper passes the keywords to its module
-        params = inspect.signature(getattr(model, "module", model).forward).parameters
-        _KEEP_ARG[cls] = next((n for n in ("logits_to_keep", "num_logits_to_keep") if n in params), None)
-    lr = packed.response_width
-    kwargs = {_KEEP_ARG[cls]: lr} if _KEEP_ARG[cls] else {}
-    out = model(
-        input_ids=packed.input_ids[:, :-1],
-        attention_mask=packed.attention_mask[:, :-1],
-        position_ids=packed.position_ids[:, :-1],
-        use_cache=False,
-        **kwargs,
-    )
-    return out.logits[:, -lr:, :]
-
-
-def response_logprobs(model, packed: Packed, temperature: float = 1.0, with_entropy: bool = False):
-    """log pi(y_t) (B, Lr) at ``temperature``, and the per-token entropy when ``with_entropy``."""
-    logits = response_logits(model, packed)
-    if with_entropy:
-        return token_logprobs_and_entropy(logits, packed.response_ids, temperature)
-    return token_logprobs(logits, packed.response_ids, temperature), None
+    def sampler_logp(self) -> torch.Tensor:
+        """(B, Lr) the sampler's log-probs of the responses (0 on padding)."""
+        out = torch.zeros(len(self), self.width, device=self.device)
+        for i, lp in enumerate(self.sampler_logprobs):
+            if lp:
+                out[i, : len(lp)] = torch.tensor(lp, device=self.device)
+        return out

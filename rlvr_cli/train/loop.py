@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr_cli import dist
@@ -20,6 +21,18 @@ from rlvr_cli.train.progress import step_progress
 from rlvr_cli.train.session import Session
 
 
+@dataclass
+class RunHooks:
+    """What a trainer adds around its steps (each optional)."""
+
+    after_eval: Callable[[int], None] | None = None
+    """Called with the step after its evaluation (e.g. write the step's samples)."""
+    after_step: Callable[[int], None] | None = None
+    """Called with the step after its metrics and evaluation, before its checkpoint (e.g. a ProRL reset)."""
+    checkpoint_extra: Callable[[], dict] | None = None
+    """Extra trainer state saved with each checkpoint."""
+
+
 def run_steps(
     session: Session,
     task,
@@ -27,17 +40,17 @@ def run_steps(
     label: str,
     step_fn: Callable[[int], dict],
     status: Callable[[dict], str],
-    after_eval: Callable[[int], None] | None = None,
-    after_step: Callable[[int], None] | None = None,
-    checkpoint_extra: Callable[[], dict] | None = None,
+    hooks: RunHooks | None = None,
 ) -> Path:
     """Run steps start_step+1 .. recipe.steps and return the run directory.
 
-    Per step: ``step_fn`` -> metrics line; on the eval cadence an evaluation, then ``after_eval``;
-    ``after_step``; on the checkpoint cadence a checkpoint with ``checkpoint_extra()``. The run's
-    status ends as finished, failed (with the error) or interrupted; the scorer is always closed.
+    Per step: ``step_fn`` -> metrics line; on the eval cadence an evaluation, then ``hooks.after_eval``;
+    ``hooks.after_step``; on the checkpoint cadence a checkpoint with ``hooks.checkpoint_extra()``. The
+    run's status ends as finished, failed (with the error) or interrupted; the scorer is always closed.
     """
     run, recipe = session.run, session.recipe
+    hooks = hooks or RunHooks()
+    after_eval, after_step, checkpoint_extra = hooks.after_eval, hooks.after_step, hooks.checkpoint_extra
     try:
         if session.start_step == 0 and recipe.eval.at_start:
             eval_and_record(session, task, scorer, 0)

@@ -26,7 +26,6 @@ from rlvr_cli.rewards import ScoreItem
 from rlvr_cli.sampling import generate
 from rlvr_cli.tasks import Problem, encode_prompt
 from rlvr_cli import dist
-from rlvr_cli.train.session import step_rng
 
 
 @dataclass
@@ -95,7 +94,7 @@ def _rounds(session, task, scorer, step: int, max_rounds: int, stats: RolloutSta
     tok, model, g = session.tokenizer, session.model, r.rollout.group_size
     for round_ in range(max_rounds):
         stats.rounds += 1
-        problems = task.train_problems(step_rng(r.seed, step, "prompts", round_), ro.prompts_per_step)
+        problems = task.train_problems(stream_key(r.seed, step, "prompts", round_).rng(), ro.prompts_per_step)
         stats.prompts_sampled += len(problems)
         mine = dist.share(len(problems))  # this rank's prompts (all of them in one process)
         prompt_ids = [encode_prompt(tok, task, problems[j]) for j in mine]

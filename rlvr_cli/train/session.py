@@ -1,13 +1,13 @@
 """What every training algorithm shares: the run directory, the policy, its optimiser, checkpoints and resume.
 
-Randomness is a function of (seed, step): every step seeds its own generators from them (see
-:func:`step_seed`), so a resumed run needs only the weights, the optimiser and scheduler state and a
-few counters to continue exactly as the uninterrupted run would have (on the same machine).
+Randomness is a function of (seed, step): every step draws from streams named by them
+(:func:`rlvr_cli.keyed_random.stream_key`), so a resumed run needs only the weights, the optimiser and
+scheduler state and a few counters to continue exactly as the uninterrupted run would have (on the
+same machine).
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,25 +19,9 @@ from rlvr_cli.errors import UserError
 from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
-from rlvr_cli.tasks import stable_hash
 from rlvr_cli.train.optim import build_optimizer, build_scheduler
-from rlvr_cli.train import lock
+from rlvr_cli.train import lock, parallel
 from rlvr_cli.train.rundir import RunDir
-
-
-def step_seed(seed: int, step: int, stream: str = "", round_: int = 0) -> int:
-    """A 63-bit seed for one purpose (``stream``) at one step: independent across steps and streams."""
-    return stable_hash(f"{seed}/{step}/{stream}/{round_}") & ((1 << 63) - 1)
-
-
-def step_rng(seed: int, step: int, stream: str = "", round_: int = 0) -> random.Random:
-    return random.Random(step_seed(seed, step, stream, round_))
-
-
-def step_generator(seed: int, step: int, stream: str = "", round_: int = 0, device="cpu") -> torch.Generator:
-    g = torch.Generator(device=device)
-    g.manual_seed(step_seed(seed, step, stream, round_))
-    return g
 
 
 def default_run_dir(recipe: Recipe, seed_override: int | None = None) -> Path:
@@ -135,11 +119,11 @@ class Session:
     @property
     def sharded(self) -> bool:
         """FSDP2: every forward of the model all-gathers, so ranks must run the same number of them."""
-        return dist.is_fsdp(self.model)
+        return parallel.is_fsdp(self.model)
 
     def full_params(self):
         """Whole parameters for the forwards that ranks run different numbers of (sampling, eval)."""
-        return dist.full_params(self.model)
+        return parallel.full_params(self.model)
 
     @property
     def grad_scale(self) -> float:
@@ -173,10 +157,10 @@ class Session:
     def save(self, step: int, extra: dict | None = None) -> Path:
         weights = None
         if self.sharded:  # gathered from the shards: every rank takes part, rank 0 writes
-            weights = dist.without_tied_aliases(self.model, dist.full_state_dict(self.model))
+            weights = parallel.without_tied_aliases(self.model, parallel.full_state_dict(self.model))
         trainer_state = {
             "step": step,
-            "optimizer": dist.optimizer_state(self.model, self.optimizer),
+            "optimizer": parallel.optimizer_state(self.model, self.optimizer),
             "scheduler": self.scheduler.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "state": dict(self.state),
@@ -199,6 +183,57 @@ class Session:
         return step == self.recipe.steps or (every > 0 and step % every == 0)
 
 
+@dataclass
+class _Resumed:
+    """What resuming a run directory found: its last complete checkpoint and what the recipe changes."""
+
+    ckpt: tuple[int, Path] | None
+    extended_from: int | None
+    reset_change: dict | None
+    rewrite: bool
+    """Whether recipe.yaml is rewritten (steps, name, description or reset cadence changed)."""
+
+    @property
+    def step(self) -> int:
+        return self.ckpt[0] if self.ckpt else 0
+
+
+def _resumed(run: RunDir, recipe: Recipe, resume: bool) -> _Resumed | None:
+    """None for a new run; for an existing one (``--resume`` required) its checkpoint and the checked changes."""
+    if not (run.root / "recipe.yaml").is_file():
+        return None
+    if not resume:
+        raise UserError(f"{run.root}: run directory already exists; pass --resume to continue it, or choose another --out")
+    try:
+        saved = yaml.safe_load((run.root / "recipe.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UserError(f"{run.root}/recipe.yaml: cannot read the run's saved recipe ({e}); choose another --out") from None
+    if not isinstance(saved, dict):
+        raise UserError(f"{run.root}/recipe.yaml: not a recipe mapping; choose another --out")
+    ckpt = run.latest_checkpoint()
+    extended_from, reset_change = _continuation(run.root, saved, recipe, ckpt[0] if ckpt else 0)
+    rewrite = (extended_from is not None or reset_change is not None
+               or any(saved.get(k) != getattr(recipe, k) for k in COSMETIC))
+    return _Resumed(ckpt, extended_from, reset_change, rewrite)
+
+
+def _record_resume(run: RunDir, recipe: Recipe, resumed: _Resumed, recipe_yaml: str) -> None:
+    """Drop what came after the checkpoint and record the resume (and any recipe change) in the run."""
+    run.truncate_after(resumed.step)
+    changed = {}
+    if resumed.rewrite:  # the run's recipe is now the new one (its steps, name, description, reset cadence)
+        run.write_recipe(recipe_yaml)
+        changed["name"] = recipe.name
+    if resumed.extended_from is not None:
+        before = run.read_status().get("extended")  # a hand-edited run.json may hold anything there
+        changed["extended"] = [*(before if isinstance(before, list) else []),
+                               {"from_steps": resumed.extended_from, "to_steps": recipe.steps, "at_step": resumed.step}]
+    if resumed.reset_change is not None:
+        before = run.read_status().get("ref_reset_changed")
+        changed["ref_reset_changed"] = [*(before if isinstance(before, list) else []), resumed.reset_change]
+    run.write_status("running", resumed_from_step=resumed.step, error=None, **changed, **parallel.run_info(recipe))
+
+
 def open_session(
     recipe: Recipe, out: str | Path, resume: bool, updates_per_step: int, info: dict | None = None
 ) -> tuple[Session, dict | None]:
@@ -209,7 +244,7 @@ def open_session(
     """
     if recipe.threads:
         torch.set_num_threads(recipe.threads)
-    dist.check_settings(recipe)
+    parallel.check_settings(recipe)
     device_name = dist.init_from_env(recipe.distributed, recipe.device)
     run = RunDir(out, writer=dist.is_main())
     if resume and not (run.root / "recipe.yaml").is_file():
@@ -217,61 +252,34 @@ def open_session(
     if dist.is_main():  # one lock per run: the rank that writes holds it (see train/lock.py)
         lock.acquire(run.root, owner=run)
     recipe_yaml = dump_recipe(recipe)
-    ckpt, extended_from, reset_change, rewrite = None, None, None, False
-    exists = (run.root / "recipe.yaml").is_file()
-    if exists:
-        if not resume:
-            raise UserError(f"{run.root}: run directory already exists; pass --resume to continue it, or choose another --out")
-        try:
-            saved = yaml.safe_load((run.root / "recipe.yaml").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-            raise UserError(f"{run.root}/recipe.yaml: cannot read the run's saved recipe ({e}); choose another --out") from None
-        if not isinstance(saved, dict):
-            raise UserError(f"{run.root}/recipe.yaml: not a recipe mapping; choose another --out")
-        ckpt = run.latest_checkpoint()
-        extended_from, reset_change = _continuation(run.root, saved, recipe, ckpt[0] if ckpt else 0)
-        rewrite = (extended_from is not None or reset_change is not None
-                   or any(saved.get(k) != getattr(recipe, k) for k in COSMETIC))
+    resumed = _resumed(run, recipe, resume)
+    ckpt = resumed.ckpt if resumed else None
 
     device = resolve_device(device_name)
     _, autocast_dtype = weights_and_autocast(recipe.model.dtype, device)
     model_ref = str(ckpt[1]) if ckpt else recipe.model.name
     model, tokenizer, resolved = load_model(model_ref, device, recipe.model.dtype)
     model.train()  # SFT trains with the model's dropout; RL switches it off (see rl.train_rl)
-    train_model = dist.wrap_model(model, recipe.distributed, device)  # a bad setting fails before any write
+    train_model = parallel.wrap_model(model, recipe.distributed, device)  # a bad setting fails before any write
 
     dist.barrier()  # every rank has looked and loaded before rank 0 writes
-    if exists:
-        run.truncate_after(ckpt[0] if ckpt else 0)
-        changed = {}
-        if rewrite:  # the run's recipe is now the new one (its steps, name, description, reset cadence)
-            run.write_recipe(recipe_yaml)
-            changed["name"] = recipe.name
-        if extended_from is not None:
-            before = run.read_status().get("extended")  # a hand-edited run.json may hold anything there
-            changed["extended"] = [*(before if isinstance(before, list) else []),
-                                   {"from_steps": extended_from, "to_steps": recipe.steps, "at_step": ckpt[0] if ckpt else 0}]
-        if reset_change is not None:
-            before = run.read_status().get("ref_reset_changed")
-            changed["ref_reset_changed"] = [*(before if isinstance(before, list) else []), reset_change]
-        run.write_status("running", resumed_from_step=ckpt[0] if ckpt else 0, error=None, **changed,
-                         **dist.run_info(recipe))
+    if resumed:
+        _record_resume(run, recipe, resumed, recipe_yaml)
     else:
-        run.create(recipe_yaml, {"seed": recipe.seed, "name": recipe.name, **(info or {}), **dist.run_info(recipe)})
+        run.create(recipe_yaml, {"seed": recipe.seed, "name": recipe.name, **(info or {}), **parallel.run_info(recipe)})
     dist.barrier()
     total_updates = recipe.steps * updates_per_step
     optimizer = build_optimizer(model.parameters(), recipe.optim)
     scheduler = build_scheduler(optimizer, recipe.optim, total_updates)
     session = Session(recipe, run, device, autocast_dtype, model, tokenizer, optimizer, scheduler, total_updates,
                       train_model=train_model)
-    trainer_state = None
-    if ckpt:
-        trainer_state = torch.load(ckpt[1] / "trainer_state.pt", map_location=device, weights_only=True)
-        dist.load_optimizer_state(model, optimizer, trainer_state["optimizer"])
-        scheduler.load_state_dict(trainer_state["scheduler"])
-        torch.set_rng_state(trainer_state["torch_rng"].cpu())
-        session.start_step = int(trainer_state["step"])
-        session.state = dict(trainer_state.get("state", {}))
-    else:
+    if not ckpt:
         run.write_status("running", model={"ref": recipe.model.name, "path": resolved.path, "kind": resolved.kind})
+        return session, None
+    trainer_state = torch.load(ckpt[1] / "trainer_state.pt", map_location=device, weights_only=True)
+    parallel.load_optimizer_state(model, optimizer, trainer_state["optimizer"])
+    scheduler.load_state_dict(trainer_state["scheduler"])
+    torch.set_rng_state(trainer_state["torch_rng"].cpu())
+    session.start_step = int(trainer_state["step"])
+    session.state = dict(trainer_state.get("state", {}))
     return session, trainer_state

@@ -18,13 +18,14 @@ from pathlib import Path
 
 from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
 from rlvr_cli.errors import UserError
+from rlvr_cli.keyed_random import stream_key
 from rlvr_cli.metrics import step_row
 from rlvr_cli.recipe.schema import Recipe, RewardSpec
 from rlvr_cli.tasks import Problem, build_task, encode_prompt
-from rlvr_cli.train.batch import length_sorted_chunks, pack, response_logprobs
+from rlvr_cli.train.packing import length_sorted_chunks, pack, response_logprobs
 from rlvr_cli.train.loop import apply_update, run_steps
 from rlvr_cli.train.progress import fmt
-from rlvr_cli.train.session import open_session, step_rng
+from rlvr_cli.train.session import open_session
 
 
 def load_sft_rows(path: str, prompt_field: str, response_field: str) -> list[tuple[str, str]]:
@@ -88,7 +89,7 @@ def _sft_batch(session, task, rows, step: int) -> tuple[list[list[int]], list[li
     """Prompt and response ids (EOS appended) of step ``step``: fresh task traces, or the file's rows."""
     recipe, tok = session.recipe, session.tokenizer
     if rows is None:
-        rng = step_rng(recipe.seed, step, "sft")
+        rng = stream_key(recipe.seed, step, "sft", 0).rng()
         problems = task.train_problems(rng, recipe.sft.batch_size)
         pairs = [(encode_prompt(tok, task, p), task.trace(p, rng)) for p in problems]
     else:

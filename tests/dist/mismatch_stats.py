@@ -32,7 +32,7 @@ def batch(rows: range):
 
 def stats(rows: range) -> dict:
     from rlvr_cli.algo.is_correction import is_correction_weights
-    from rlvr_cli.train.rl import batch_mismatch_stats
+    from rlvr_cli.train.step_stats import batch_mismatch_stats
 
     trainer, sampler, mask = batch(rows)
     isc = is_correction_weights(trainer, sampler, mask, "token_truncate", cap=1.5, cap_low=0.5)

@@ -1,0 +1,93 @@
+"""Pack (prompt, response) token lists into tensors, and get per-token log-probs of the responses.
+
+Layout: prompts left-padded to a common width Lp, responses right-padded to Lr:
+
+    [pad .. pad | prompt tokens | response tokens | pad .. pad]
+                 <----- Lp ----> <------- Lr ------->
+
+so the logits that predict response token j sit at input position Lp - 1 + j for every row, and a
+forward over ``input_ids[:, :-1]`` keeping only the last Lr positions (``logits_to_keep``) computes
+exactly the logits the loss needs, not the prompt's.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+from rlvr_cli.algo.logprobs import token_logprobs, token_logprobs_and_entropy
+
+
+@dataclass
+class Packed:
+    input_ids: torch.Tensor  # (B, Lp + Lr)
+    attention_mask: torch.Tensor  # (B, Lp + Lr)
+    position_ids: torch.Tensor  # (B, Lp + Lr)
+    response_ids: torch.Tensor  # (B, Lr)
+    response_mask: torch.Tensor  # (B, Lr) float: 1 on real response tokens
+
+    @property
+    def response_width(self) -> int:
+        return self.response_ids.shape[1]
+
+
+def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int, device=None) -> Packed:
+    b = len(prompt_ids)
+    lp = max(len(p) for p in prompt_ids)
+    lr = max(1, max(len(r) for r in response_ids))
+    ids = torch.full((b, lp + lr), pad_id, dtype=torch.long)
+    mask = torch.zeros((b, lp + lr), dtype=torch.long)
+    for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
+        ids[i, lp - len(p) : lp] = torch.tensor(p, dtype=torch.long)
+        mask[i, lp - len(p) : lp] = 1
+        if r:
+            ids[i, lp : lp + len(r)] = torch.tensor(r, dtype=torch.long)
+            mask[i, lp : lp + len(r)] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    resp = ids[:, lp:].clone()
+    resp_mask = mask[:, lp:].to(torch.float32)
+    packed = Packed(ids, mask, positions, resp, resp_mask)
+    if device is not None:
+        packed = Packed(*(t.to(device) for t in (ids, mask, positions, resp, resp_mask)))
+    return packed
+
+
+def length_sorted_chunks(indices, lengths, chunks: int) -> list[torch.Tensor]:
+    """Split ``indices`` into ``chunks`` groups of similar total length (less padding per forward).
+
+    The loss normaliser is computed over the whole batch, so how it is split does not change the
+    gradient; sorting only saves the compute spent on padding.
+    """
+    order = sorted((int(i) for i in indices), key=lambda i: lengths[i])
+    return [c for c in torch.tensor(order, dtype=torch.long).tensor_split(chunks) if len(c)]
+
+
+_KEEP_ARG: dict[type, str | None] = {}
+
+
+def response_logits(model, packed: Packed) -> torch.Tensor:
+    """Logits (B, Lr, V) that predict each response token."""
+    cls = type(model)
+    if cls not in _KEEP_ARG:  # a DistributedDataParallel wrapper passes the keywords to its module
+        params = inspect.signature(getattr(model, "module", model).forward).parameters
+        _KEEP_ARG[cls] = next((n for n in ("logits_to_keep", "num_logits_to_keep") if n in params), None)
+    lr = packed.response_width
+    kwargs = {_KEEP_ARG[cls]: lr} if _KEEP_ARG[cls] else {}
+    out = model(
+        input_ids=packed.input_ids[:, :-1],
+        attention_mask=packed.attention_mask[:, :-1],
+        position_ids=packed.position_ids[:, :-1],
+        use_cache=False,
+        **kwargs,
+    )
+    return out.logits[:, -lr:, :]
+
+
+def response_logprobs(model, packed: Packed, temperature: float = 1.0, with_entropy: bool = False):
+    """log pi(y_t) (B, Lr) at ``temperature``, and the per-token entropy when ``with_entropy``."""
+    logits = response_logits(model, packed)
+    if with_entropy:
+        return token_logprobs_and_entropy(logits, packed.response_ids, temperature)
+    return token_logprobs(logits, packed.response_ids, temperature), None
