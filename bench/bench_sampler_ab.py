@@ -3,8 +3,8 @@
     python bench/bench_sampler_ab.py HEAD~1          # did my change keep the samples, and is it faster?
     python bench/bench_sampler_ab.py 18ca1e9 --reps 8
 
-The revision's `rlvr_cli/sampling.py` and `rlvr_cli/keyed_random.py` are read with `git show` and
-imported as their own modules (the rest of the package is this checkout's). Both sample the bench
+The revision's whole `rlvr_cli` package is extracted with `git archive` and imported under another
+name, so a revision from before or after a reorganisation compares the same way. Both sample the bench
 config's batch (bench/bench_config.py: a 1.06M-parameter Llama from a config, 8 prompts x 8
 responses, 32 new tokens) with keyed draws, as the trainer does, with EOS ("default") and with
 `ignore_eos` ("fixed"). Printed: tokens per CPU second of each, the median of the per-repetition
@@ -15,10 +15,12 @@ figures depend on the machine and its load.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
+import io
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -35,23 +37,18 @@ P, G, NEW = 8, 8, 32  # the bench batch of bench/bench_vs_trl.py
 
 
 def sampler_at(rev: str, work: Path):
-    """`rlvr_cli.sampling` as it was at ``rev``, importing that revision's keyed_random."""
-    def show(path: str) -> str:
-        got = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True)
-        if got.returncode != 0:
-            print(f"error: revision {rev!r}: no {path} there ({got.stderr.strip()})", file=sys.stderr)
-            sys.exit(2)
-        return got.stdout
-
-    (work / "keyed_random_at_rev.py").write_text(show("rlvr_cli/keyed_random.py"))
-    (work / "sampling_at_rev.py").write_text(show("rlvr_cli/sampling.py").replace(
-        "from rlvr_cli.keyed_random import", "from keyed_random_at_rev import"))
+    """`rlvr_cli.sampling` as it was at ``rev``: that revision's whole package, extracted with
+    `git archive` and imported under the name `rlvr_at_rev`, so its own layout is used as it was."""
+    got = subprocess.run(["git", "archive", rev, "rlvr_cli"], cwd=ROOT, capture_output=True)
+    if got.returncode != 0:
+        print(f"error: revision {rev!r}: {got.stderr.decode().strip()}", file=sys.stderr)
+        sys.exit(2)
+    tarfile.open(fileobj=io.BytesIO(got.stdout)).extractall(work, filter="data")
+    pkg = (work / "rlvr_cli").rename(work / "rlvr_at_rev")
+    for f in pkg.rglob("*.py"):
+        f.write_text(f.read_text().replace("rlvr_cli", "rlvr_at_rev"))
     sys.path.insert(0, str(work))
-    spec = importlib.util.spec_from_file_location("sampling_at_rev", work / "sampling_at_rev.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("rlvr_at_rev.sampling")
 
 
 def main() -> None:

@@ -123,7 +123,7 @@ def lever_compile_and_padding(recipe: str, overrides: list[str]) -> None:
     from rlvr_cli.recipe.load import load_recipe
     from rlvr_cli.sampling import generate
     from rlvr_cli.tasks import build_task, encode_prompt
-    from rlvr_cli.train.batch import length_sorted_chunks, pack, response_logprobs
+    from rlvr_cli.train.packing import length_sorted_chunks, pack, response_logprobs
 
     r = load_recipe(recipe, overrides)
     model, tok, _ = load_model(r.model.name)
@@ -227,7 +227,7 @@ def lever_shared_prefix(recipe: str, overrides: list[str], reps: int = 5) -> Non
     from rlvr_cli.recipe.load import load_recipe
     from rlvr_cli.sampling import _left_pad, cache_kwarg, generate
     from rlvr_cli.tasks import build_task, encode_prompt
-    from rlvr_cli.train.batch import pack, response_logprobs
+    from rlvr_cli.train.packing import pack, response_logprobs
 
     r = load_recipe(recipe, overrides)
     model, tok, _ = load_model(r.model.name)
@@ -277,7 +277,7 @@ def lever_shared_prefix(recipe: str, overrides: list[str], reps: int = 5) -> Non
     # micro-batches, and with a shared prefix over micro-batches of whole groups (sorted by their longest response)
     from transformers import DynamicCache
 
-    from rlvr_cli.train.batch import length_sorted_chunks
+    from rlvr_cli.train.packing import length_sorted_chunks
 
     chunks = r.optim.micro_batches
     lengths = [len(p) + len(q) for p, q in zip(prompts, resp)]

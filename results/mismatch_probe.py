@@ -17,7 +17,7 @@ import torch
 
 from rlvr_cli.algo.is_correction import IS_MODES, is_correction_weights
 from rlvr_cli.models import load_model
-from rlvr_cli.train.batch import pack, response_logprobs
+from rlvr_cli.train.packing import pack, response_logprobs
 
 CAPS = [(mode, 2.0) for mode in IS_MODES] + [("token_truncate", 1.02), ("sequence_truncate", 1.05),
                                              ("sequence_mask", 1.05)]

@@ -423,7 +423,7 @@ RewardTerm = Annotated[
 
 
 class CodeSpec(Strict):
-    """Limits of the `code` verifier's sandbox (rlvr_cli/rewards/sandbox.py says what they do and do not protect against)."""
+    """Limits of the `code` verifier's sandbox (docs/sandbox.md says what they do and do not protect against)."""
 
     timeout_s: float = Field(3.0, gt=0, le=600)
     """Wall-clock limit of one program run with its tests (plus 0.5 s for start-up); CPU time is limited to the same number of seconds, rounded up."""

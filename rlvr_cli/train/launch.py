@@ -19,7 +19,7 @@ from pathlib import Path
 from rlvr_cli import dist
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.recipe.schema import Recipe
-from rlvr_cli.train import lock
+from rlvr_cli.rundir import acquire as acquire_lock, release as release_lock
 from rlvr_cli.train.parallel import check_settings
 from rlvr_cli.train.rundir import RunDir
 
@@ -79,7 +79,7 @@ def record_lost_rank0(run_dir: Path, nproc: int, code: int) -> None:
     if run.read_status().get("status") != "running":
         return
     try:
-        lock.acquire(run_dir)  # free once every rank is gone; held means another trainer took the run over
+        acquire_lock(run_dir)  # free once every rank is gone; held means another trainer took the run over
     except UserError:
         return
     try:
@@ -89,7 +89,7 @@ def record_lost_rank0(run_dir: Path, nproc: int, code: int) -> None:
                                          f"(torchrun exit status {code}: rank 0 was killed or crashed); "
                                          "continue with --resume")
     finally:
-        lock.release(run_dir, every_hold=True)
+        release_lock(run_dir, every_hold=True)
 
 
 class terminated_as_failure:

@@ -17,7 +17,7 @@ from pathlib import Path
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models import resolve_device
 from rlvr_cli.recipe.schema import Recipe
-from rlvr_cli.train import lock
+from rlvr_cli.rundir import acquire as acquire_lock, release as release_lock
 from rlvr_cli.train.rundir import RunDir, disk_full, disk_full_message
 
 
@@ -61,7 +61,7 @@ def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
     before = set() if created else {p.name for p in run_dir.iterdir()}
     made = _missing_ancestors(run_dir)  # the parents `--out a/b/run` will create, to remove on a failed start
     try:
-        lock.acquire(run_dir)
+        acquire_lock(run_dir)
     except UserError:
         if created and run_dir.is_dir() and not any(run_dir.iterdir()):
             run_dir.rmdir()  # a directory made for a lock we did not get (another process made it first: not empty)
@@ -97,4 +97,4 @@ def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
             run.write_status("failed", error=f"the run could not start: {reason}")
         raise
     finally:
-        lock.release(run_dir, every_hold=True)  # the run is over, whatever still references its session
+        release_lock(run_dir, every_hold=True)  # the run is over, whatever still references its session

@@ -20,7 +20,8 @@ from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train.optim import build_optimizer, build_scheduler
-from rlvr_cli.train import lock, parallel
+from rlvr_cli.rundir import acquire as acquire_lock
+from rlvr_cli.train import parallel
 from rlvr_cli.train.rundir import RunDir
 
 
@@ -249,8 +250,8 @@ def open_session(
     run = RunDir(out, writer=dist.is_main())
     if resume and not (run.root / "recipe.yaml").is_file():
         raise UserError(f"{run.root}: no run to resume (no recipe.yaml there); drop --resume to start a new run")
-    if dist.is_main():  # one lock per run: the rank that writes holds it (see train/lock.py)
-        lock.acquire(run.root, owner=run)
+    if dist.is_main():  # one lock per run: the rank that writes holds it (see rlvr_cli/rundir.py)
+        acquire_lock(run.root, owner=run)
     recipe_yaml = dump_recipe(recipe)
     resumed = _resumed(run, recipe, resume)
     ckpt = resumed.ckpt if resumed else None
