@@ -44,3 +44,29 @@ def test_verify_reasoning_gym_without_the_package_names_the_extra(rg_samples, tm
 def test_verify_out_that_is_a_directory(rg_samples, tmp_path, capsys):
     assert run(["verify", str(rg_samples), "--out", str(tmp_path)]) == 2
     assert f"--out {tmp_path}: is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["sample", "eval"])
+@pytest.mark.parametrize("args, message", [
+    (["--seed", str(2**64)], "--seed"),
+    (["--seed", str(-(2**63) - 1)], "--seed"),
+    (["--device", "tpu9"], "--device tpu9: unknown device"),
+    (["--device", "cuda:7"], "--device"),
+])
+def test_seed_and_device_edges_exit_2_before_loading(command, args, message, tmp_path, capsys, monkeypatch):
+    import rlvr_cli.models as models
+
+    def no_loading(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(models, "load_model", no_loading)
+    out = ["--out", str(tmp_path / "x.jsonl")] if command == "sample" else []
+    assert run([command, "builtin:tiny", *out, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("command", ["sample", "eval"])
+def test_out_that_is_a_directory_exits_2(command, tmp_path, capsys):
+    assert run([command, "builtin:tiny", "--out", str(tmp_path)]) == 2
+    assert f"--out {tmp_path}: is a directory" in capsys.readouterr().err
