@@ -56,10 +56,32 @@ def scalars(row: dict) -> dict[str, float]:
     return out
 
 
+def _writable_dir(path: Path) -> None:
+    """Make ``path`` a directory rlvr can write in, or raise OSError saying why: a symbolic link or a
+    special file there is refused (never written through), and a probe file is created and removed
+    (TensorBoard's writer fails silently in its background thread, so the sink would claim to log)."""
+    import stat
+    import tempfile
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        path.mkdir(parents=True)
+    else:
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(f"{path} is a symbolic link; rlvr does not write through links")
+        if not stat.S_ISDIR(st.st_mode):
+            raise OSError(f"{path} exists and is not a directory")
+    fd, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
+    os.close(fd)
+    os.unlink(probe)
+
+
 class TensorBoardSink:
     def __init__(self, root: Path, spec, config: dict):
         from torch.utils.tensorboard import SummaryWriter
 
+        _writable_dir(root / "tensorboard")
         self.writer = SummaryWriter(log_dir=str(root / "tensorboard"))
 
     def log(self, step: int, values: dict[str, float]) -> None:

@@ -69,3 +69,27 @@ def test_an_event_file_link_is_replaced_not_its_target(cli, tmp_path, run_name):
     assert res.code == 0, res.stderr
     assert target.read_bytes() == b"keep"
     assert len(list((tb / run_name).glob("events.out.tfevents.*"))) == 1
+
+
+@pytest.mark.parametrize("kind", ["link", "file", "fifo"])
+def test_run_tensorboard_directory_that_is_not_ours_is_a_warning_not_a_write(tmp_path, capsys, kind):
+    from rlvr_cli import trackers
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "recipe.yaml").write_text("trackers:\n  tensorboard: true\n")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    if kind == "link":
+        (run / "tensorboard").symlink_to(target, target_is_directory=True)
+    elif kind == "file":
+        (run / "tensorboard").write_text("not a directory")
+    else:
+        os.mkfifo(run / "tensorboard")
+    try:
+        trackers.log_to_trackers(run, {"step": 1, "reward": 0.5})
+    finally:
+        trackers.close_trackers(run)
+    err = capsys.readouterr().err
+    assert "trackers.tensorboard: could not start" in err and str(run / "tensorboard") in err
+    assert list(target.iterdir()) == []
