@@ -57,10 +57,32 @@ def scalars(row: dict) -> dict[str, float]:
     return out
 
 
+def _writable_dir(path: Path) -> None:
+    """Make ``path`` a directory rlvr can write in, or raise OSError saying why: a symbolic link or a
+    special file there is refused (never written through), and a probe file is created and removed
+    (TensorBoard's writer fails silently in its background thread, so the sink would claim to log)."""
+    import stat
+    import tempfile
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        path.mkdir(parents=True)
+    else:
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(f"{path} is a symbolic link; rlvr does not write through links")
+        if not stat.S_ISDIR(st.st_mode):
+            raise OSError(f"{path} exists and is not a directory")
+    fd, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
+    os.close(fd)
+    os.unlink(probe)
+
+
 class TensorBoardSink:
     def __init__(self, root: Path, spec, config: dict):
         from torch.utils.tensorboard import SummaryWriter
 
+        _writable_dir(root / "tensorboard")
         self.writer = SummaryWriter(log_dir=str(root / "tensorboard"))
 
     def log(self, step: int, values: dict[str, float]) -> None:
@@ -159,39 +181,90 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
+MADE_BY_COMPARE = ".rlvr-compare"
+"""Marker file in each run directory ``write_tensorboard`` creates: its event files are rlvr's to replace."""
+
+
+def _compare_run_dir(out: Path, name: str) -> Path:
+    """``out/name`` as a directory whose old event files rlvr may replace: created here (and marked),
+    or marked by an earlier compare. A symlink, a special file, or a directory rlvr did not make that
+    holds event files is refused (UserError naming it): rlvr never deletes there."""
+    import stat
+
+    dest = out / name
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        dest.mkdir()
+        (dest / MADE_BY_COMPARE).touch()
+        return dest
+    if stat.S_ISLNK(st.st_mode):
+        raise UserError(f"--tensorboard {dest}: is a symbolic link; rlvr does not write or delete through links (remove it or choose another directory)")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UserError(f"--tensorboard {dest}: exists and is not a directory")
+    marker = dest / MADE_BY_COMPARE
+    if os.path.lexists(marker):
+        if not os.path.isfile(marker) or os.path.islink(marker):
+            raise UserError(f"--tensorboard {marker}: is not a regular file")
+        return dest
+    if any(dest.glob("events.out.tfevents.*")):
+        raise UserError(f"--tensorboard {dest}: holds event files that `rlvr compare` did not write; not replacing them (choose another directory)")
+    marker.touch()
+    return dest
+
+
 def write_tensorboard(runs, out_dir: str | Path) -> list[Path]:
     """Write the metrics of compared runs (rlvr's or imported) as TensorBoard event files, one
-    sub-directory per run, so old runs can be browsed there: ``tensorboard --logdir OUT_DIR``."""
+    sub-directory per run, so old runs can be browsed there: ``tensorboard --logdir OUT_DIR``.
+
+    A run's directory is replaced only where an earlier compare made it (see ``_compare_run_dir``):
+    every directory is checked before anything is written."""
+    import tempfile
+
     check_trackers(TrackersSpec(tensorboard=True))
     from torch.utils.tensorboard import SummaryWriter
 
-    out, written, used = Path(out_dir), [], set()
+    out, names, used = Path(out_dir), [], set()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"--tensorboard {out}: cannot create the directory ({e.strerror or e})") from None
     for run in runs:
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in run.name) or "run"
+        if name in (".", ".."):
+            name = "run"
         while name in used:
             name += "_"
         used.add(name)
-        # written beside, then put in place of the events an earlier compare wrote there: run twice, a
-        # run's curve is replaced, not drawn twice (TensorBoard reads every event file of a directory)
-        tmp = out / f".tmp-{name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        writer = SummaryWriter(log_dir=str(tmp))
-        for step, row in run.metrics.iterrows():
-            for key, value in row.items():
-                if value == value:  # skip NaN (not logged)
-                    writer.add_scalar(str(key), float(value), int(step))
-        writer.close()
-        dest = out / name
-        dest.mkdir(exist_ok=True)
-        for old in dest.glob("events.out.tfevents.*"):
-            old.unlink()
-        for new in tmp.iterdir():
-            os.replace(new, dest / new.name)
-        tmp.rmdir()
+        names.append(name)
+    try:
+        dests = [_compare_run_dir(out, name) for name in names]
+    except OSError as e:
+        raise UserError(f"--tensorboard {out}: cannot write there ({e.strerror or e})") from None
+    written = []
+    for run, dest in zip(runs, dests):
+        # written beside (a fresh directory of its own), then put in place of the events an earlier
+        # compare wrote there: run twice, a run's curve is replaced, not drawn twice (TensorBoard reads
+        # every event file of a directory)
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out))
+        except OSError as e:
+            raise UserError(f"--tensorboard {out}: cannot write there ({e.strerror or e})") from None
+        try:
+            writer = SummaryWriter(log_dir=str(tmp))
+            for step, row in run.metrics.iterrows():
+                for key, value in row.items():
+                    if value == value:  # skip NaN (not logged)
+                        writer.add_scalar(str(key), float(value), int(step))
+            writer.close()
+            for old in dest.glob("events.out.tfevents.*"):
+                if old.is_symlink() or old.is_file():
+                    old.unlink()  # a link is removed itself, never its target
+            for new in tmp.iterdir():
+                os.replace(new, dest / new.name)
+        except OSError as e:
+            raise UserError(f"--tensorboard {dest}: cannot write there ({e.strerror or e})") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         written.append(dest)
     return written
-

@@ -4,9 +4,18 @@ Keys are dotted paths into ``verl/trainer/config/ppo_trainer.yaml``; a key that 
 not in verl's schema and is added (Hydra's syntax), as verl's DAPO example does for
 ``reward.reward_kwargs``. verl counts ``data.train_batch_size`` and ``ppo_mini_batch_size`` in
 prompts (each with ``rollout.n`` responses); ``ppo_epochs`` is rlvr's mu.
+
+Values are written in Hydra's override grammar so that verl reads back exactly the string rlvr meant
+(:func:`format_value`): a string that is not a plain word is single-quoted (a comma is then not a
+sweep, ``=`` and spaces are literal), quotes and the backslashes before them are escaped, and ``${`` is
+escaped for OmegaConf (a name or path containing ``${oc.env:...}`` stays text instead of being
+resolved by verl). A line break or NUL cannot be written in an override line at all: such a character
+is replaced by a space with a warning (so ``--strict`` refuses the export).
 """
 
 from __future__ import annotations
+
+import re
 
 from rlvr_cli.bridges import Export, Warnings
 
@@ -251,6 +260,7 @@ def export_verl(r) -> Export:
         "trainer.test_freq": r.eval.every if r.eval.every else -1,
         "trainer.val_before_train": r.eval.at_start,
     }
+    settings = {k: _expressible(k, v, w) for k, v in settings.items()}
     notes = [
         "still to set: actor_rollout_ref.rollout.name (vllm or sglang), trainer.n_gpus_per_node, data.train_files / data.val_files (parquet from verl's data scripts)",
         "reward: reward.custom_reward_function.path=<rlvr_cli/bridges/verl_reward.py> reward.custom_reward_function.name=compute_score (data_source = the task name, ground_truth = the gold answer)",
@@ -261,14 +271,62 @@ def export_verl(r) -> Export:
     return Export("verl", settings, list(w), notes)
 
 
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\x00"
+"""Characters an override line cannot hold: what ``str.splitlines`` splits on, and NUL (no argv can)."""
+_BARE = re.compile(r"[A-Za-z_/][A-Za-z0-9_\-./]*\Z")
+_HYDRA_WORDS = {"null", "true", "false", "inf", "nan"}
+
+
+def _expressible(key: str, value, w: Warnings):
+    """``value`` with every line break replaced by a space (warned: the exported value differs)."""
+    if isinstance(value, (list, tuple)):
+        return [_expressible(key, v, w) for v in value]
+    if isinstance(value, str) and any(c in LINE_BREAKS for c in value):
+        w.add(key, f"{value!r} holds a line break or NUL, which a Hydra override line cannot; written with spaces instead")
+        return "".join(" " if c in LINE_BREAKS else c for c in value)
+    return value
+
+
+def _escape_before(text: str, target: str, escaped_target: str) -> str:
+    """``text`` with each ``target`` replaced by ``escaped_target`` and the backslashes right before it
+    doubled (a backslash run before an escape would otherwise escape the escape)."""
+    out, i = [], 0
+    while True:
+        j = text.find(target, i)
+        if j < 0:
+            out.append(text[i:])
+            return "".join(out)
+        k = j
+        while k > i and text[k - 1] == "\\":
+            k -= 1
+        out.append(text[i:k] + "\\" * (2 * (j - k)) + escaped_target)
+        i = j + len(target)
+
+
+def quote(text: str) -> str:
+    """A string as a single-quoted Hydra value that OmegaConf resolves back to ``text`` exactly.
+
+    Two layers: OmegaConf reads ``\\${`` as a literal ``${`` (and ``\\\\`` before ``${`` as one
+    backslash); Hydra's quoted value reads ``\\'`` as a quote and ``\\\\`` before a quote or at the
+    end as one backslash. ``text`` must hold no line break (see ``LINE_BREAKS``)."""
+    text = _escape_before(text, "${", "\\${")
+    text = _escape_before(text, "'", "\\'")
+    stripped = text.rstrip("\\")
+    text = stripped + "\\" * (2 * (len(text) - len(stripped)))
+    return f"'{text}'"
+
+
 def format_value(value) -> str:
-    """A value as Hydra's override grammar reads it (True/False, null, [a,b], plain numbers)."""
+    """A value as Hydra's override grammar reads it (True/False, null, [a,b], plain numbers, plain
+    words bare, every other string quoted with :func:`quote`)."""
     if isinstance(value, bool):
         return "True" if value else "False"
     if value is None:
         return "null"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(format_value(v) for v in value) + "]"
-    if isinstance(value, str) and value[:1] in "0123456789+-.":
-        return f"'{value}'"  # Hydra would read 0.5_1e+09 as a number
+    if isinstance(value, str):
+        if _BARE.match(value) and value.lower() not in _HYDRA_WORDS:
+            return value
+        return quote(value)  # also any string Hydra would read as a number (0.5_1e+09)
     return str(value)

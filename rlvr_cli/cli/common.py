@@ -5,6 +5,9 @@ from __future__ import annotations
 from rlvr_cli.console import console  # noqa: F401 - the commands import it from here
 from rlvr_cli.errors import UserError
 
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
+"""The seeds torch's generators take (``manual_seed``); a --seed outside is a usage error (exit 2)."""
+
 
 def parse_int_list(text: str | None, option: str) -> list[int] | None:
     """`1,2,4` -> [1, 2, 4]; a clear error naming the option otherwise."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rlvr_cli.cli.common import console
+from rlvr_cli.cli.common import SEED_MAX, SEED_MIN, console
 from rlvr_cli.errors import UserError
 
 
@@ -37,6 +37,8 @@ def evaluate(
     seed: int | None = typer.Option(
         None,
         "--seed",
+        min=SEED_MIN,
+        max=SEED_MAX,
         help="Sampling seed, the same for every step evaluated. (default: the run's eval.seed, else 1234)",
     ),
     steps: str | None = typer.Option(
@@ -95,8 +97,13 @@ def evaluate(
         protocol_label,
         with_overrides,
     )
+    from rlvr_cli.models import resolve_device
     from rlvr_cli.tasks import build_task
 
+    if device is not None:
+        resolve_device(device, "--device")  # an unknown or absent device: exit 2 before loading anything
+    if out is not None and Path(out).is_dir():
+        raise UserError(f"--out {out}: is a directory (give a file name)")
     root = run_root(Path(model).expanduser())
     recipe = load_run_recipe(root) if root is not None else None
     is_run = root is not None and root == Path(model).expanduser()

@@ -11,11 +11,19 @@ from rlvr_cli.cli.common import console
 from rlvr_cli.errors import UserError
 
 
+def comment(text: str) -> str:
+    """One comment line: a line break in ``text`` (a recipe file name, a model name quoted in a warning)
+    is shown escaped, so that it cannot start a line of its own (an override, YAML or Python)."""
+    from rlvr_cli.bridges.export_verl import LINE_BREAKS
+
+    return "# " + "".join(repr(c)[1:-1] if c in LINE_BREAKS else c for c in text)
+
+
 def render(exp, recipe, source: str) -> str:
     """The export as text: YAML (TRL), a Python snippet (TRL, ``py``) or Hydra override lines (verl)."""
-    head = [f"# rlvr export {source} --to {exp.target}"]
-    head += [f"# warning: {w}" for w in exp.warnings] or ["# every knob carried exactly"]
-    head += [f"# note: {n}" for n in exp.notes]
+    head = [comment(f"rlvr export {source} --to {exp.target}")]
+    head += [comment(f"warning: {w}") for w in exp.warnings] or ["# every knob carried exactly"]
+    head += [comment(f"note: {n}") for n in exp.notes]
     if exp.target == "verl":
         from rlvr_cli.bridges.export_verl import format_value
 
@@ -26,7 +34,7 @@ def render(exp, recipe, source: str) -> str:
 
 
 def render_python(exp, recipe, source: str) -> str:
-    head = [f"# rlvr export {source} --to trl"] + [f"# warning: {w}" for w in exp.warnings]
+    head = [comment(f"rlvr export {source} --to trl")] + [comment(f"warning: {w}") for w in exp.warnings]
     body = [
         "from trl import GRPOConfig, GRPOTrainer",
         "",

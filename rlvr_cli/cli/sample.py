@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import typer
 from rich.progress import (
@@ -14,7 +15,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from rlvr_cli.cli.common import console, task_from_arg
+from rlvr_cli.cli.common import SEED_MAX, SEED_MIN, console, task_from_arg
 from rlvr_cli.errors import UserError
 
 
@@ -29,7 +30,7 @@ def sample(
     top_p: float = typer.Option(1.0, "--top-p", min=1e-6, max=1.0, help="Nucleus sampling mass."),
     top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k sampling (0 = off)."),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1, help="Response length limit."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed (and the training-prompt draw)."),
+    seed: int = typer.Option(0, "--seed", min=SEED_MIN, max=SEED_MAX, help="Sampling seed (and the training-prompt draw)."),
     batch_size: int = typer.Option(256, "--batch-size", min=1, help="Sequences sampled together."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda."),
 ) -> None:
@@ -49,8 +50,10 @@ def sample(
 
     if split not in ("eval", "train"):
         raise UserError(f"--split {split}: choose eval or train")
+    if Path(out).is_dir():
+        raise UserError(f"--out {out}: is a directory (give a file name)")
     t = task_from_arg(task)
-    dev = resolve_device(device)
+    dev = resolve_device(device, "--device")
     from rlvr_cli.warm_start import ensure_built
 
     ensure_built(model)

@@ -20,6 +20,15 @@ from rlvr_cli.errors import UserError
 MAX_PROBLEMS_SHOWN = 50
 
 
+def _missing_reasoning_gym(what: str) -> list[str]:
+    """The problem line when reasoning-gym (extra `reasoning-gym`) is not installed, as train and sample say it."""
+    import importlib.util
+
+    if importlib.util.find_spec("reasoning_gym") is not None:
+        return []
+    return [f"{what}: the `reasoning-gym` package is not installed; install it with: pip install 'rlvr-cli[reasoning-gym]'"]
+
+
 def verify(
     file: str = typer.Argument(..., help="JSONL of samples (as `rlvr sample` writes them, or any JSONL with response and reference fields)."),
     verifier: str | None = typer.Option(None, "--verifier", help="integer, math, countdown or code (default: each line's `verifier` field)."),
@@ -51,6 +60,10 @@ def verify(
         problems.append(f"--extract {extract}: methods are {', '.join(EXTRACT_METHODS)}")
     if not Path(file).is_file():
         problems.append(f"{file}: no such file")
+    if out is not None and Path(out).is_dir():
+        problems.append(f"--out {out}: is a directory (give a file name)")
+    if verifier == "reasoning_gym":
+        problems += _missing_reasoning_gym("--verifier reasoning_gym")
     if problems:
         raise UserError(problems)
 
@@ -61,6 +74,9 @@ def verify(
         console.print(f"[yellow]warning:[/yellow] {file}: ... and {len(skipped) - MAX_PROBLEMS_SHOWN} more skipped lines")
     if not samples:
         raise UserError(f"{file}: no line could be scored" + (f" ({len(skipped)} skipped)" if skipped else " (empty file)"))
+    if verifier is None and any(s.verifier == "reasoning_gym" for s in samples):
+        if missing := _missing_reasoning_gym(f"{file}: lines with verifier reasoning_gym"):
+            raise UserError(missing)
 
     if any(s.verifier == "code" for s in samples):
         from rlvr_cli.rewards.sandbox import ISOLATED, isolation_level

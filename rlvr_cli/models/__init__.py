@@ -58,14 +58,24 @@ def resolve_model_ref(ref: str) -> ResolvedModel:
     raise UserError(f"{ref}: no such directory, and not a Hugging Face model id")
 
 
-def resolve_device(device: str = "auto") -> torch.device:
+def resolve_device(device: str = "auto", flag: str = "device") -> torch.device:
+    """The torch device for ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; UserError naming ``flag``
+    for a string torch does not know or a device this machine does not have."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("device: cuda requested but no CUDA device is available")
-    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise UserError("device: mps requested but no MPS (Apple GPU) device is available")
-    return torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise UserError(f"{flag} {device}: unknown device (choose auto, cpu, cuda, cuda:N or mps)") from None
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise UserError(f"{flag} {device}: unsupported device type {dev.type} (choose auto, cpu, cuda, cuda:N or mps)")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"{flag}: {device} requested but no CUDA device is available")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise UserError(f"{flag} {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise UserError(f"{flag}: mps requested but no MPS (Apple GPU) device is available")
+    return dev
 
 
 def weights_and_autocast(dtype: str, device: torch.device) -> tuple[torch.dtype, torch.dtype | None]:
