@@ -121,7 +121,8 @@ def arm_from_records(name: str, seeds: Sequence[int | None], records: Sequence[d
             raise UserError(f"{where}: eval record n = {n!r}, expected a positive integer")
         pp = rec.get("per_prompt")
         if not isinstance(pp, list) or not pp:
-            raise UserError(f"{where}: eval record has no per_prompt list (written before per-prompt results were kept)")
+            raise UserError(f"{where}: eval record has no per_prompt list "
+                            "(written before per-prompt results were kept)")
         ids, counts = [], []
         for i, e in enumerate(pp):
             pid = e.get("id") if isinstance(e, dict) else None
@@ -187,7 +188,8 @@ def pair_arms(control: ArmEval, other: ArmEval) -> Pairing:
     naming the arms and the first prompt in one and not the other.
     """
     _same_prompts(f"arm {control.name}", control.prompt_ids, control.n, f"arm {other.name}", other.prompt_ids, other.n)
-    cols = [other.prompt_ids.index(p) for p in control.prompt_ids]
+    where = {p: j for j, p in enumerate(other.prompt_ids)}
+    cols = [where[p] for p in control.prompt_ids]
     other = _take(other, list(range(len(other.seeds))), cols)
     known = None not in control.seeds and None not in other.seeds
     paired = known and len(set(control.seeds)) == len(control.seeds) and sorted(control.seeds) == sorted(other.seeds)
