@@ -12,17 +12,17 @@ mostly move C_mid and B (efficiency) and leave A in place, so a final-step table
 "faster" as "better"; comparing fitted A and C_mid separates the two.
 
 Fit (:func:`fit_seed`): ``scipy.optimize.curve_fit`` (bounded trust-region least squares) in
-(A, B, log C_mid), from a small grid of starting points (the paper grid-searches A and C_mid and fits
-B), keeping the least squared error. Bounds: 0 <= A <= 1; B in [B_BOUNDS]; C_mid within a factor
+(A, B, log C_mid), started from the three best points of a coarse grid over the three (the paper
+grid-searches A and C_mid and fits B), keeping the least squared error. Bounds: 0 <= A <= 1; B in [B_BOUNDS]; C_mid within a factor
 MID_RANGE of the evaluated compute. Compute is whatever axis the caller gives (training steps, tokens,
 GPU-hours); the paper fits GPU-hours and drops its first ~1.5k (``skip_before``).
 
 Uncertainty (:func:`fit_arm`) comes from seeds, by fitting each training seed separately: the estimate
 is the mean over seeds (of A and B; of log C_mid, i.e. the geometric mean of C_mid) and the interval
 the Student-t interval mean ± t_{0.975, S-1} * sd / sqrt(S). One seed gives an estimate and no
-interval. The paper judged run-to-run noise in A from three independent runs (±0.02); here it is
-measured per arm (Fig. 8a there). :func:`compare_fits` says whether two arms differ in ceiling, in efficiency
-(midpoint), in both, or neither, by Welch's t-test on the per-seed estimates.
+interval. The paper judged run-to-run noise in A from three independent runs (±0.02, its Fig. 8a);
+here it is measured per arm. :func:`compare_fits` says whether two arms differ in ceiling, in
+efficiency (midpoint), in both, or neither, by Welch's t-test on the per-seed estimates.
 
 A fit is refused, with the reason, when a seed has fewer than MIN_EVALS evaluations after step 0,
 no step-0 evaluation, or non-finite values only.
