@@ -70,10 +70,11 @@ def test_mean_over_prompts():
         mean_pass_at_k([], n=4, k=1)
 
 
+@pytest.mark.parametrize("fn", [pass_at_k, pass_hat_k])
 @pytest.mark.parametrize("n,c,k", [(4, 5, 1), (4, -1, 1), (4, 1, 0), (4, 1, 5)])
-def test_invalid_arguments(n, c, k):
+def test_invalid_arguments(fn, n, c, k):
     with pytest.raises(ValueError):
-        pass_at_k(n, c, k)
+        fn(n, c, k)
 
 
 # ---------------------------------------------------------------- pass^k
@@ -124,12 +125,6 @@ def test_mean_pass_hat_k_over_prompts():
     assert mean_pass_hat_k([2, 4, 0], n=4, k=2) == pytest.approx((1 / 6 + 1) / 3)
     with pytest.raises(ValueError):
         mean_pass_hat_k([], n=4, k=1)
-
-
-@pytest.mark.parametrize("n,c,k", [(4, 5, 1), (4, -1, 1), (4, 1, 0), (4, 1, 5)])
-def test_pass_hat_k_invalid_arguments(n, c, k):
-    with pytest.raises(ValueError):
-        pass_hat_k(n, c, k)
 
 
 # ---------------------------------------------------------------- majority vote / maj@k

@@ -132,6 +132,15 @@ def test_seeds_enter_the_interval():
     assert only_prompts.high - only_prompts.low < 1e-9
 
 
+def test_unpaired_seeds_average_within_each_arm():
+    # 2 control seeds, 3 other seeds that are not the same seeds: D = mean(other) - mean(control)
+    a = np.array([[0.2, 0.4, 0.6], [0.4, 0.6, 0.8]])
+    b = np.array([[0.5, 0.5, 0.5], [0.6, 0.6, 0.6], [0.7, 0.7, 0.7]])
+    d = paired_difference(a, b)
+    assert d.mean == pytest.approx(0.6 - 0.5) and d.seeds == (2, 3) and not d.paired_seeds
+    assert d.resampled == "prompts and seeds" and d.low < d.mean < d.high
+
+
 def test_bootstrap_hostile_input():
     with pytest.raises(UserError, match=r"prompt index 2 .* nan, not a number"):
         paired_difference([0.1, 0.2, np.nan], [0.1, 0.2, 0.3])
