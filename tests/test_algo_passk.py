@@ -1,4 +1,4 @@
-"""Unbiased pass@k and maj@k (rlvr_cli/algo/passk.py)."""
+"""Unbiased pass@k, pass^k and maj@k (rlvr_cli/algo/passk.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from math import comb
 
 import pytest
 
-from rlvr_cli.algo.passk import maj_at_k, majority_vote, mean_pass_at_k, pass_at_k
+from rlvr_cli.algo.passk import (
+    maj_at_k,
+    majority_vote,
+    mean_pass_at_k,
+    mean_pass_hat_k,
+    pass_at_k,
+    pass_hat_k,
+)
 
 
 def test_worked_example_n4_c1():
@@ -63,10 +70,61 @@ def test_mean_over_prompts():
         mean_pass_at_k([], n=4, k=1)
 
 
+@pytest.mark.parametrize("fn", [pass_at_k, pass_hat_k])
 @pytest.mark.parametrize("n,c,k", [(4, 5, 1), (4, -1, 1), (4, 1, 0), (4, 1, 5)])
-def test_invalid_arguments(n, c, k):
+def test_invalid_arguments(fn, n, c, k):
     with pytest.raises(ValueError):
-        pass_at_k(n, c, k)
+        fn(n, c, k)
+
+
+# ---------------------------------------------------------------- pass^k
+
+
+def test_pass_hat_k_worked_example_n4_c2():
+    # pass^1 = C(2,1)/C(4,1) = 2/4; pass^2 = C(2,2)/C(4,2) = 1/6; pass^3 = C(2,3)/C(4,3) = 0/4
+    assert pass_hat_k(4, 2, 1) == pytest.approx(0.5)
+    assert pass_hat_k(4, 2, 2) == pytest.approx(1 / 6)
+    assert pass_hat_k(4, 2, 3) == 0.0
+    assert pass_hat_k(4, 2, 4) == 0.0
+
+
+def test_pass_hat_k_more_hand_values():
+    # n=5, c=3, k=2: C(3,2)/C(5,2) = 3/10; n=8, c=6, k=3: C(6,3)/C(8,3) = 20/56
+    assert pass_hat_k(5, 3, 2) == pytest.approx(0.3)
+    assert pass_hat_k(8, 6, 3) == pytest.approx(20 / 56)
+    assert pass_hat_k(8, 8, 8) == 1.0 and pass_hat_k(8, 0, 1) == 0.0
+    # k = 1 is the plain accuracy, equal to pass@1
+    for c in range(9):
+        assert pass_hat_k(8, c, 1) == pytest.approx(c / 8) == pytest.approx(pass_at_k(8, c, 1))
+
+
+def _brute_force_all(n, c, k):
+    # samples 0..c-1 are the correct ones; fraction of k-subsets made only of them
+    subsets = list(itertools.combinations(range(n), k))
+    return Fraction(sum(all(i < c for i in s) for s in subsets), len(subsets))
+
+
+def test_pass_hat_k_matches_enumeration_and_pass_at_k_swapped():
+    for n in range(1, 9):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                exact = float(_brute_force_all(n, c, k))
+                assert pass_hat_k(n, c, k) == pytest.approx(exact, abs=1e-12), (n, c, k)
+                # all k right = not (at least one of k wrong)
+                assert pass_hat_k(n, c, k) == pytest.approx(1 - pass_at_k(n, n - c, k), abs=1e-12), (n, c, k)
+                assert pass_hat_k(n, c, k) <= pass_at_k(n, c, k) + 1e-12
+
+
+def test_pass_hat_k_stable_for_large_n():
+    exact = Fraction(comb(990, 100), comb(1000, 100))
+    assert pass_hat_k(1000, 990, 100) == pytest.approx(float(exact), rel=1e-9)
+
+
+def test_mean_pass_hat_k_over_prompts():
+    # n = 4, k = 2: (1/6 + 1 + 0) / 3
+    assert mean_pass_hat_k([2, 4, 0], n=4, k=2) == pytest.approx((1 / 6 + 1) / 3)
+    with pytest.raises(ValueError):
+        mean_pass_hat_k([], n=4, k=1)
 
 
 # ---------------------------------------------------------------- majority vote / maj@k

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr_cli.algo.passk import mean_pass_at_k
+from rlvr_cli.algo.passk import mean_pass_at_k, mean_pass_hat_k
 from rlvr_cli.errors import UserError
 from rlvr_cli.evaluation.core import VERBOSITY_KEYS, evaluate_policy
 from rlvr_cli.evaluation.decoding import Decoding, draw, itc_label
@@ -91,6 +91,16 @@ def test_record_is_consistent_with_its_per_prompt_counts(tiny, task):
     assert r["budget"] is None and r["min_think"] is None and r["greedy"] is False and r["label"] is None
     assert r["forced_frac"] is None and r["greedy_accuracy"] is None
     assert list(r)[-1] == "per_prompt"
+    # pass^k from the same counts; pass^1 = pass@1, and pass^k <= pass@k
+    assert set(r["pass_hat_k"]) == set(r["pass_at_k"])
+    for k in ("1", "2", "4", "8"):
+        assert r["pass_hat_k"][k] == pytest.approx(mean_pass_hat_k(counts, 8, int(k)))
+        assert r["pass_hat_k"][k] <= r["pass_at_k"][k] + 1e-12
+    assert r["pass_hat_k"]["1"] == pytest.approx(r["pass_at_k"]["1"])
+    # one majority verdict per prompt, in per_prompt's order: their mean is maj@n
+    assert len(r["per_prompt_majority"]) == 3 and all(isinstance(x, bool) for x in r["per_prompt_majority"])
+    assert sum(r["per_prompt_majority"]) / 3 == pytest.approx(r["maj_at_k"]["8"])
+    assert r["per_prompt_greedy"] is None
 
 
 def test_budget_forcing_only_appends_the_marker_and_an_answer(tiny, task):
@@ -140,11 +150,13 @@ def test_greedy_adds_greedy_accuracy_and_leaves_the_samples_alone(tiny, task):
     plain = run(tiny, task, seed=3)
     g3 = run(tiny, task, seed=3, greedy=True)
     g4 = run(tiny, task, seed=4, greedy=True)
-    assert strip(g3, ("greedy", "label", "greedy_accuracy", "greedy_len_mean")) == strip(
-        plain, ("greedy", "label", "greedy_accuracy", "greedy_len_mean")
-    )
+    greedy_keys = ("greedy", "label", "greedy_accuracy", "greedy_len_mean", "per_prompt_greedy")
+    assert strip(g3, greedy_keys) == strip(plain, greedy_keys)
     assert g3["greedy"] is True and g3["label"] == "greedy"
     assert 0 <= g3["greedy_accuracy"] <= 1
+    # the greedy verdict per prompt, in per_prompt's order, averages to greedy_accuracy
+    assert len(g3["per_prompt_greedy"]) == len(g3["per_prompt"]) == 3
+    assert sum(g3["per_prompt_greedy"]) / 3 == pytest.approx(g3["greedy_accuracy"])
     # the greedy response does not depend on the sampling seed
     assert (g3["greedy_accuracy"], g3["greedy_len_mean"]) == (g4["greedy_accuracy"], g4["greedy_len_mean"])
 

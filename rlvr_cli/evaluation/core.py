@@ -12,8 +12,9 @@ The record (docs/design.md §4; every key is always present, ``None`` where it d
 - settings: ``n``, ``num_prompts``, ``temperature``, ``top_p``, ``max_new_tokens`` (the thinking
   budget when ``budget`` is set), ``seed``, ``greedy``, ``budget``, ``min_think``, ``answer_tokens``
   (with a budget), ``label`` (``budget_32-min_think_8-greedy``; None for plain sampling);
-- ``pass_at_k`` {"k": mean over prompts of 1 - C(n-c, k)/C(n, k)} and ``maj_at_k`` {"k": mean over
-  prompts of the majority-vote accuracy over disjoint blocks of k} (:mod:`rlvr_cli.algo.passk`);
+- ``pass_at_k`` {"k": mean over prompts of 1 - C(n-c, k)/C(n, k)}, ``pass_hat_k`` {"k": mean over
+  prompts of C(c, k)/C(n, k), all k right} and ``maj_at_k`` {"k": mean over prompts of the
+  majority-vote accuracy over disjoint blocks of k} (:mod:`rlvr_cli.algo.passk`);
 - ``accuracy`` (= pass@1, over all n samples), ``greedy_accuracy`` and ``greedy_len_mean`` (one
   greedy response per prompt, with ``greedy``);
 - ``len_mean``, ``len_correct``, ``len_incorrect``: mean response tokens (EOS and a forced marker
@@ -26,6 +27,9 @@ The record (docs/design.md §4; every key is always present, ``None`` where it d
   responses that ramble, in each case (:func:`rlvr_cli.algo.length_bias.conditional_verbosity`);
 - ``outcomes`` {outcome: count} of the true verifier; ``gen_tokens``, ``sample_s``;
 - ``samples_digest``: a hash of every sampled response in order (equal digests = the same samples);
+- ``per_prompt_majority``: [bool] per prompt, in ``per_prompt``'s order: the majority vote over all n
+  samples is right (maj@n of that prompt); ``per_prompt_greedy``: [bool] likewise for the greedy
+  response (None without ``greedy``). The binary outcomes a paired test between two runs compares.
 - ``per_prompt``: [{"id", "correct"}] (c per prompt, from which any pass@k can be recomputed).
 """
 
@@ -39,7 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rlvr_cli.algo.length_bias import conditional_verbosity
-from rlvr_cli.algo.passk import maj_at_k, mean_pass_at_k
+from rlvr_cli.algo.passk import maj_at_k, mean_pass_at_k, mean_pass_hat_k
 from rlvr_cli.evaluation.decoding import (
     ANSWER_TOKENS,
     Decoding,
@@ -123,8 +127,9 @@ def evaluate_policy(
     texts = [tokenizer.decode(r.ids, skip_special_tokens=True) for r in sampled]
     scores = _score(scorer, flat, texts, sampled)
     metrics = _sampled_metrics(problems, n, ks, maj_ks, sampled, texts, scores, budget is not None)
-    g_acc, g_len = _greedy_metrics(scorer, tokenizer, problems, by_argmax)
+    g_acc, g_len, g_right = _greedy_metrics(scorer, tokenizer, problems, by_argmax)
     per_prompt = metrics.pop("per_prompt")  # last in the file: the long list
+    majority = metrics.pop("per_prompt_majority")
     return {
         "n": n,
         "num_prompts": len(problems),
@@ -138,6 +143,7 @@ def evaluate_policy(
         "answer_tokens": answer_tokens if budget is not None else None,
         "label": itc_label(budget, min_think, greedy, answer_tokens),
         "pass_at_k": metrics.pop("pass_at_k"),
+        "pass_hat_k": metrics.pop("pass_hat_k"),
         "maj_at_k": metrics.pop("maj_at_k"),
         "accuracy": metrics.pop("accuracy"),
         "greedy_accuracy": g_acc,
@@ -147,6 +153,8 @@ def evaluate_policy(
         "gen_tokens": gen_tokens,
         "sample_s": round(sample_s, 3),
         "samples_digest": hashlib.blake2b("\x1e".join(texts).encode("utf-8"), digest_size=8).hexdigest(),
+        "per_prompt_majority": majority,
+        "per_prompt_greedy": g_right,
         "per_prompt": per_prompt,
     }
 
@@ -188,13 +196,13 @@ class _Drawer:
         return dist.gather_concat(out), int(dist.all_reduce_sum(tokens))
 
 
-def _greedy_metrics(scorer, tokenizer, problems, responses) -> tuple[float | None, float | None]:
-    """(accuracy, mean length) of one greedy response per prompt; (None, None) without them."""
+def _greedy_metrics(scorer, tokenizer, problems, responses) -> tuple[float | None, float | None, list[bool] | None]:
+    """(accuracy, mean length, correct per prompt) of one greedy response per prompt; all None without them."""
     if responses is None:
-        return None, None
+        return None, None, None
     texts = [tokenizer.decode(r.ids, skip_special_tokens=True) for r in responses]
-    scores = _score(scorer, [(p, 0) for p in problems], texts, responses)
-    return sum(s.correct for s in scores) / len(scores), _mean([len(r.ids) for r in responses])
+    right = [bool(s.correct) for s in _score(scorer, [(p, 0) for p in problems], texts, responses)]
+    return sum(right) / len(right), _mean([len(r.ids) for r in responses]), right
 
 
 VERBOSITY_KEYS = ("filler_given_incorrect", "filler_given_correct", "filler_words_incorrect", "filler_words_correct")
@@ -235,6 +243,7 @@ def _sampled_metrics(problems, n, ks, maj_ks, responses, texts, scores, budgeted
         outcomes[s.outcome] = outcomes.get(s.outcome, 0) + 1
     return {
         "pass_at_k": {str(k): mean_pass_at_k(counts, n, k) for k in ks},
+        "pass_hat_k": {str(k): mean_pass_hat_k(counts, n, k) for k in ks},
         "maj_at_k": {str(k): sum(maj_at_k(a, f, k) for a, f in zip(answers, flags)) / len(problems) for k in maj_ks},
         "accuracy": sum(counts) / (n * len(problems)),
         "len_mean": _mean(lengths),
@@ -244,5 +253,6 @@ def _sampled_metrics(problems, n, ks, maj_ks, responses, texts, scores, budgeted
         "forced_frac": sum(r.forced for r in responses) / len(responses) if budgeted else None,
         "distinct_correct": _mean(distinct),
         "outcomes": outcomes,
+        "per_prompt_majority": [bool(maj_at_k(a, f, n)) for a, f in zip(answers, flags)],
         "per_prompt": per_prompt,
     }
