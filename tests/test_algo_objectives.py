@@ -301,3 +301,47 @@ def test_ratio_level_composes_for_cispo_and_sapo():
     assert out.ratio[0, 0].item() == pytest.approx(math.exp(0.4)) and out.ratio[0, 0] == out.ratio[0, 1]
     s = sapo_surrogate(seq, torch.ones(1, 1, dtype=torch.float64))
     assert s.loss[0, 0] == s.loss[0, 1]
+
+
+# ---------------------------------------------------------------- shared invariants of the objective axis
+
+
+def _objective_loss(name, logp, old, adv, mask):
+    if name == "ppo_clip":
+        return clipped_surrogate(token_log_ratio(logp, old, mask), adv, 0.2, 0.28, 3.0).loss
+    if name == "dppo":
+        return dppo_surrogate(logp, old, adv, "kl", 0.05, 0.05).loss
+    return _token_loss(name, logp, old, adv, mask)
+
+
+NAMES = ["ppo_clip", "cispo", "sapo", "gmpo", "dppo_tv", "dppo"]
+
+
+ON_POLICY_CASES = [(n, m) for n in NAMES for m in AGGREGATIONS if n != "gmpo" or m == "seq_mean_token_mean"]
+
+
+@pytest.mark.parametrize("name,mode", ON_POLICY_CASES)
+def test_on_policy_every_objective_is_the_plain_policy_gradient(name, mode):
+    # rho = 1: CISPO's weight is 1, SAPO's gate weight w(1) = 1, DPPO keeps every token (no divergence),
+    # GMPO's s_i = 1 with gradient -A / |o_i| sum_t grad log pi_t. So all equal d/dtheta aggregate(-A * logp)
+    # (GMPO under its own aggregation, a mean over sequences).
+    w, x, targets, mask, _, adv = _problem()
+    w.requires_grad_(True)
+    logp = token_logprobs(x @ w.T, targets)
+    (g,) = torch.autograd.grad(aggregate(_objective_loss(name, logp, logp.detach(), adv, mask), mask, mode, L_CONST), w)
+    logp = token_logprobs(x @ w.T, targets)
+    (g_pg,) = torch.autograd.grad(aggregate(-adv * logp, mask, mode, L_CONST), w)
+    assert g_pg.abs().max() > 1e-3
+    assert torch.allclose(g, g_pg, rtol=1e-5, atol=1e-6), name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_zero_advantage_rows_have_zero_loss_and_gradient(name):
+    # the trainer skips the backward of rows with A = 0 (train/rl.py zero_loss_rows): true for every objective
+    w, x, targets, mask, old, _ = _problem()
+    w.requires_grad_(True)
+    logp = token_logprobs(x @ w.T, targets)
+    loss = _objective_loss(name, logp, old, torch.zeros(B, 1), mask)
+    assert torch.equal(loss, torch.zeros_like(loss))
+    (g,) = torch.autograd.grad(aggregate(loss, mask, "token_mean"), w)
+    assert torch.equal(g, torch.zeros_like(g))
