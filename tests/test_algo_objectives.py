@@ -13,6 +13,7 @@ from rlvr_cli.algo.logprobs import token_logprobs
 from rlvr_cli.algo.objectives import cispo_surrogate, gmpo_surrogate, sapo_gate_weight, sapo_surrogate
 from rlvr_cli.algo.policy_loss import RATIOS, clipped_surrogate, sequence_log_ratio, token_log_ratio
 from rlvr_cli.algo.trust_region import dppo_surrogate
+from test_algo_aggregation import B, L_CONST, _problem  # a tiny linear policy, ragged masks, ratios != 1
 
 
 def _cispo_one(rho: float, adv: float, eps_low=None, eps_high=0.2, logp_old=-1.0):
@@ -244,21 +245,6 @@ def test_gmpo_ignores_padding_and_stays_finite():
 
 
 # ---------------------------------------------------------------- micro-batch invariance, every new objective
-
-B, T, V, D, L_CONST = 8, 5, 6, 4, 5
-
-
-def _problem():
-    gen = torch.Generator().manual_seed(1234)
-    w = torch.randn(V, D, generator=gen)
-    x = torch.randn(B, T, D, generator=gen)
-    targets = torch.randint(0, V, (B, T), generator=gen)
-    lengths = torch.tensor([0, 1, 5, 2, 3, 5, 4, 1])
-    mask = (torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)).float()
-    with torch.no_grad():
-        old = token_logprobs(x @ w.T, targets) + 0.3 * torch.randn(B, T, generator=gen)
-    adv = torch.randn(B, 1, generator=gen)
-    return w, x, targets, mask, old, adv
 
 
 def _token_loss(name, logp, old, adv, mask):
