@@ -16,7 +16,8 @@ token the update made much likelier); CISPO keeps it, with its weight capped at 
 paper sets no lower bound (eps_low^IS large) and tunes only eps_high^IS. Conventions differ:
 - TRL ``loss_type="cispo"``: weight = min(rho, epsilon_high), so ``epsilon_high`` is the cap itself,
   not 1 + eps (ScaleRL's eps_max = 5, arXiv 2510.13786); left unset it falls back to ``epsilon`` = 0.2,
-  which caps every weight at 0.2. No lower bound. Token mean over the global batch.
+  which caps every weight at 0.2. No lower bound. Token mean over the global batch. rho is the token
+  ratio unless ``importance_sampling_level="sequence"`` (TRL then warns).
 - verl ``compute_policy_loss_cispo`` (``loss_mode=cispo``): weight = clamp(rho, 1 - clip_ratio_low,
   1 + clip_ratio_high); its example script sets clip_ratio_low = 10 (no lower bound) and
   clip_ratio_high = 0.2. Aggregation: ``loss_agg_mode``.
@@ -38,9 +39,9 @@ the side PPO clips (A > 0 and rho > 1 + eps, A < 0 and rho < 1 - eps) its gradie
 zero as tau grows, but elsewhere off rho = 1 it tends to zero too, where PPO keeps the full gradient.
 The gate has one shape in tau * (rho - 1): it is at half height where |rho - 1| = 1.7627 / tau.
 Defaults tau_pos = 1.0, tau_neg = 1.05: the paper's, TRL's ``sapo_temperature_pos/neg`` and verl's
-``actor.tau_pos/tau_neg``. Both anchors use the token ratio and aggregate as GRPO (mean over sequences
-of token means; verl's ``compute_policy_loss_sapo`` forces ``seq-mean-token-mean`` whatever
-``loss_agg_mode`` says). A = 0 takes tau_neg in both, and here; it has no gradient either way.
+``actor.tau_pos/tau_neg``. verl uses the token ratio, TRL the one ``importance_sampling_level`` selects
+(token by default); both aggregate as GRPO (mean over sequences of token means; verl's
+``compute_policy_loss_sapo`` forces ``seq-mean-token-mean`` whatever ``loss_agg_mode`` says). A = 0 takes tau_neg in both, and here; it has no gradient either way.
 
 **GMPO** (Zhao et al. 2025, "Geometric-Mean Policy Optimization", arXiv 2507.20673): a sequence's
 token ratios combined by their geometric mean, each first clipped in log space on the advantage's side:
@@ -53,9 +54,9 @@ A clipped token has zero gradient; the others get -A_i s_i / |o_i| * grad log pi
 token moves its sequence's ratio by rho_t^(1/|o_i|), not by rho_t. loss_i is broadcast to every token
 of o_i, so that ``seq_mean_token_mean`` aggregation is exactly (1/N) sum_i loss_i (as GSPO in
 :mod:`rlvr_cli.algo.policy_loss`); verl's ``compute_policy_loss_geo_mean`` (``loss_mode=geo_mean``)
-averages over sequences too, ignoring ``loss_agg_mode``. The paper's range (e^-0.4, e^0.4) is
-eps_low = eps_high = 0.4 in log space (verl's clip_ratio_low/high = 0.4 in its GMPO example). TRL has
-no GMPO. Convention: verl leaves log rho unclamped; here the mean is clamped to +-MAX_LOG_RATIO.
+averages over sequences too, ignoring ``loss_agg_mode``. The authors' setting (their README in verl's
+``examples/gmpo_trainer``: clip_ratio_low = clip_ratio_high = 0.4) is the log-space range (e^-0.4,
+e^0.4), eps_low = eps_high = 0.4 here. TRL has no GMPO. Convention: verl leaves log rho unclamped; here the mean is clamped to +-MAX_LOG_RATIO.
 
 Worked examples (the first tests): CISPO rho = 1.5, A = +1, eps_high = 0.2: PPO's gradient is 0,
 CISPO's d loss / d log pi = -1.2. SAPO rho = 1, A = +1, tau = 1: loss -(4/1) * 1/2 = -2, d loss / d
