@@ -23,6 +23,33 @@ A = 0 instead of a division by ~0.
 Worked example (the first unit test): rewards [1, 0, 0, 1] in one group.
 mean 0.5, Bessel std sqrt(1/3) = 0.5774, so ``group_std`` gives [+0.866, -0.866, -0.866, +0.866] and
 ``none`` gives [+0.5, -0.5, -0.5, +0.5].
+
+**No baseline** (``baseline="none"``, ``scale="none"``): A_i = r_i, plain REINFORCE on the raw reward
+(Williams 1992), the floor of every ablation ladder. A constant group keeps its nonzero advantages
+(every correct answer is pushed up, however easy the prompt). Neither anchor offers it: TRL always
+subtracts the group mean; verl's closest estimators (``reinforce_plus_plus``, ``remax``) whiten or
+subtract a greedy baseline.
+
+**MaxRL** (Tajwar et al. 2026, "Maximum Likelihood Reinforcement Learning", arXiv 2602.02710) for
+binary rewards: maximum likelihood of success, log p = -sum_{k>=1} (1 - p)^k / k, truncated at order T,
+J_T = -sum_{k=1..T} (1 - p)^k / k (T = 1 is pass@1 up to a constant, T -> infinity is log p). With K of
+the G samples correct, its estimator averages the score of the correct samples, (1/K) sum_{i correct}
+grad log pi(o_i) (its Theorem 1), minus the group's mean score as a control variate:
+
+    A_i = r_i / mean(r) - 1 = (r_i - mean(r)) / mean(r)          (0 when no sample is correct)
+
+GRPO's centring divided by the group's *mean* instead of its std, the 1/p weighting of maximum
+likelihood: the correct answer of a prompt solved once in 16 samples gets A = 15 (GRPO: 3.75), of one
+solved 8 times A = 1 (GRPO: 0.97). Exact expectation over all 2^G outcomes (the unit tests): without
+the control variate (A_i = r_i / mean(r)) the estimator is unbiased for grad J_G; with it, and A = 0
+for a group with no correct sample, for grad J_{G-1} (the control variate dropped from all-fail
+groups is worth one order). G = 1 keeps the raw reward: order 1, REINFORCE (the control variate
+would be the sample's own score and cancel it). Conventions: the MaxRL authors' code
+(``compute_maxrl_outcome_advantage`` in github.com/tajwarfahim/maxrl, a verl fork;
+``adv_estimator=maxrl``) divides by mean + eps with eps = 1e-6, as here, zeroes all-fail groups, as
+here, and gives a single-sample group mean 0, i.e. A = r / eps = 1e6 * r; neither TRL nor verl's main
+branch has MaxRL.
+Example: [1, 0, 0, 0] -> mean 0.25 -> [3, -1, -1, -1]; [0, 0, 0, 0] -> 0.
 """
 
 from __future__ import annotations
@@ -90,6 +117,33 @@ def scale_none(rewards: torch.Tensor) -> None:
 
 
 SCALES = {"group_std": scale_group_std, "batch_std": scale_batch_std, "none": scale_none}
+
+
+def scale_group_mean(rewards: torch.Tensor) -> torch.Tensor:
+    """MaxRL's divisor (arXiv 2602.02710, Theorem 1): mean_j r_j of each group. (P, G) -> (P, 1).
+
+    Not in :data:`SCALES` yet: a key there must also be a value of the schema's ``AdvantageScale``.
+    """
+    return rewards.mean(dim=1, keepdim=True)
+
+
+def maxrl_advantages(rewards: torch.Tensor, eps: float = 1e-6, zero_mean_atol: float = ZERO_SPREAD_ATOL) -> torch.Tensor:
+    """MaxRL: A_i = (r_i - mean(r)) / (mean(r) + eps) for binary rewards (P, G) -> (P, G) float32.
+
+    arXiv 2602.02710, Theorem 1 (module docstring). A group of mean <= ``zero_mean_atol`` (no correct
+    sample) gets 0; G = 1 keeps the raw reward (order-1 MaxRL is REINFORCE). Example: [1, 0, 0, 0] ->
+    [3, -1, -1, -1] (2.99999 with eps = 1e-6, exactly 3 with eps = 0).
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be (prompts, group), got shape {tuple(rewards.shape)}")
+    r = rewards.to(torch.float64)
+    if not torch.all((r == 0) | (r == 1)):
+        raise ValueError("MaxRL needs binary rewards (0 or 1): it divides by the group's success rate")
+    if r.shape[1] == 1:
+        return r.to(torch.float32)
+    m = scale_group_mean(r)
+    adv = torch.where(m <= zero_mean_atol, torch.zeros_like(r), (r - baseline_group_mean(r)) / (m + eps))
+    return adv.to(torch.float32)
 
 
 def group_advantages(
