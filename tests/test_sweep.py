@@ -200,6 +200,19 @@ def test_no_space_on_the_output_disk_is_refused_before_any_run(tmp_path, cli, mo
     assert not (tmp_path / "out" / "logs").exists()
 
 
+def test_a_run_whose_log_cannot_be_written_fails_alone_and_the_sweep_exits_1(tmp_path, cli):
+    one_arm_plan(tmp_path)
+    (tmp_path / "out" / "logs" / "grpo-seed0.log").mkdir(parents=True)  # a write failure (as a full disk's)
+    (tmp_path / "out" / "logs" / "grpo-seed1.log").mkdir()
+    res = cli("sweep", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out"))
+    assert res.code == 1
+    err = " ".join(res.stderr.split())
+    assert "run failed: 2 of 2 run(s) failed (grpo-seed0, grpo-seed1)" in err
+    assert f"cannot write its log {tmp_path / 'out' / 'logs' / 'grpo-seed1.log'}: Is a directory" in err
+    record = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert [r["result"] for r in record["runs"]] == ["failed", "failed"]
+
+
 def test_address_and_backend_are_checked(tmp_path, cli):
     one_arm_plan(tmp_path)
     assert "--address: only with --backend ray" in cli("sweep", str(tmp_path / "spec.yaml"), "--address", "x:1").stderr

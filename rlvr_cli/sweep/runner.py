@@ -215,7 +215,8 @@ def default_jobs(plan: Plan, backend: str) -> int:
     if backend == "ray":
         return max(1, len(plan.runs))
     widest = max((job_for(plan, r, "new").cpus for r in plan.runs), default=1)
-    return max(1, (os.cpu_count() or 1) // widest)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // widest)
 
 
 def run_sweep(plan: Plan, states: dict[str, str], backend: str = "local", jobs: int | None = None,
