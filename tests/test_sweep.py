@@ -3,10 +3,15 @@ what a run directory's state makes the sweep do, the free-space and Ray-address 
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import socket
+import subprocess
+import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -245,3 +250,16 @@ def test_a_ray_address_that_accepts_but_never_answers_exits_2_within_the_timeout
             runner.open_backend("ray", address, timeout=3)
     assert e.value.problems[0].startswith(f"--address {address}: ")
     assert time.monotonic() - t0 < 15
+
+
+def test_the_sweep_imports_neither_the_trainer_nor_the_cli_nor_torch():
+    """It schedules `rlvr train` processes: importing torch would cost every sweep seconds for nothing."""
+    pkg = Path(runner.__file__).parent
+    bad = [f"{f.name}: {n.module}" for f in sorted(pkg.glob("*.py")) for n in ast.walk(ast.parse(f.read_text()))
+           if isinstance(n, ast.ImportFrom) and (n.module or "").startswith(("rlvr_cli.train", "rlvr_cli.cli"))]
+    assert not bad, bad
+    code = ("import sys, rlvr_cli.sweep.runner, rlvr_cli.sweep.ray_backend, rlvr_cli.sweep.state; "
+            "print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(pkg.parents[1])})
+    assert out.stdout.strip() == "[]"

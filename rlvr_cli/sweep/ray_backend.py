@@ -79,7 +79,8 @@ class RayBackend:
         try:
             import ray
         except ImportError:
-            raise UserError("--backend ray: Ray is not installed; pip install 'rlvr-cli[ray]' (or pip install ray)") from None
+            raise UserError("--backend ray: Ray is not installed; "
+                            "pip install 'rlvr-cli[ray]' (or pip install ray)") from None
         self.ray = ray
         self._started = False
         if not ray.is_initialized():

@@ -63,13 +63,15 @@ def train_argv(run: PlannedRun, state: str, nproc: int) -> list[str]:
     argv = ["train", run.base, "--out", str(run.dir.absolute())]
     for item in run.overrides:
         argv += ["--set", item]
-    return argv + (["--resume"] if state in ("resume", "extend") else []) + (["--nproc", str(nproc)] if nproc > 1 else [])
+    argv += ["--resume"] if state in ("resume", "extend") else []
+    return argv + (["--nproc", str(nproc)] if nproc > 1 else [])
 
 
 def job_for(plan: Plan, run: PlannedRun, state: str) -> Job:
     threads = run.recipe.threads or 1
-    return Job(run.name, train_argv(run, state, plan.spec.nproc), plan.out.absolute() / "logs" / f"{run.name}.log",
-               cpus=threads * plan.spec.nproc, gpus=plan.spec.gpus, env={"OMP_NUM_THREADS": str(threads)})
+    log = plan.out.absolute() / "logs" / f"{run.name}.log"
+    return Job(run.name, train_argv(run, state, plan.spec.nproc), log, cpus=threads * plan.spec.nproc,
+               gpus=plan.spec.gpus, env={"OMP_NUM_THREADS": str(threads)})
 
 
 def free_bytes(path: Path) -> int:
@@ -87,13 +89,17 @@ def check_space(out: Path) -> None:
         raise UserError(f"--out {out}: cannot see its disk ({e.strerror or e})") from None
     if free < MIN_FREE_BYTES:
         raise UserError(f"--out {out}: only {free >> 20} MiB free on its disk; a sweep needs at least "
-                        f"{MIN_FREE_BYTES >> 20} MiB to start (runs write checkpoints); free space, or choose another --out")
+                        f"{MIN_FREE_BYTES >> 20} MiB to start (runs write checkpoints); free space, "
+                        "or choose another --out")
 
 
 def _why(job: Job, run_dir: Path, rc: int | None, task_error: str | None) -> str:
     """The run's own last word: the CLI's error line in its log, else run.json's error, else the log's last line."""
     if task_error:
         return task_error
+    if rc == 0:  # it ended well where it ran, yet this machine does not see it finished
+        return (f"exit status 0, but {run_dir}/run.json here does not say finished: with Ray, --out must be "
+                "a path every node sees")
     try:
         with open(job.log, "rb") as f:
             f.seek(max(0, os.path.getsize(job.log) - 16384))
@@ -123,56 +129,67 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
+HOW = {"new": "new", "resume": "resumed", "extend": "continued to more steps"}
+"""How the view says a run starts, by its state."""
+
+
+def _start(plan: Plan, o: Outcome, backend, view: SweepView, step: int) -> Job | None:
+    """Start ``o``'s run; a run whose log cannot be written (a full disk, a path that is a file) fails alone."""
+    job = job_for(plan, o.run, o.state)
+    try:
+        backend.start(job)
+    except OSError as e:
+        o.result, o.detail = "failed", f"cannot write its log {job.log}: {e.strerror or e}"
+        view.ended(o.run.name, False, 0.0, o.detail)
+        return None
+    view.started(o.run.name, step, o.run.recipe.steps, HOW[o.state])
+    return job
+
+
+def _ended(o: Outcome, job: Job, rc: int | None, task_error: str | None, seconds: float, view: SweepView) -> None:
+    """Record how ``o``'s run ended: finished only when it exited 0 and its run.json says so."""
+    disk = read_run(o.run.dir, with_recipe=False)
+    o.seconds, o.step = seconds, disk.step
+    view.stepped(o.run.name, disk.step)
+    ok = rc == 0 and disk.status == "finished"
+    o.result = "finished" if ok else "failed"
+    o.detail = "" if ok else _why(job, o.run.dir, rc, task_error)
+    view.ended(o.run.name, ok, seconds, o.detail)
+
+
 def run_plan(plan: Plan, states: dict[str, str], backend, jobs: int) -> SweepResult:
     """Run every run that is not finished, ``jobs`` at a time, through ``backend`` (local or Ray)."""
     outcomes = {r.name: Outcome(r, states[r.name]) for r in plan.runs}
-    todo = [r for r in plan.runs if states[r.name] != "finished"]
-    for r in plan.runs:
-        if states[r.name] == "finished":
-            outcomes[r.name].result, outcomes[r.name].step = "skipped", r.recipe.steps
+    for o in outcomes.values():
+        if o.state == "finished":
+            o.result, o.step = "skipped", o.run.recipe.steps
+    todo = [o for o in outcomes.values() if o.state != "finished"]
     if todo:
         check_space(plan.out)
-    total = sum(r.recipe.steps for r in todo)
-    done_before = {r.name: read_run(r.dir, with_recipe=False).step for r in todo}
-    queue, running = deque(todo), {}  # name -> (job, start time)
+    before = {o.run.name: read_run(o.run.dir, with_recipe=False).step for o in todo}
+    queue, running = deque(todo), {}  # name -> (outcome, job, start time)
     interrupted = False
-    with _sigterm_as_interrupt(), SweepView(total, sum(done_before.values()), len(plan.runs), len(plan.runs) - len(todo)) as view:
+    view = SweepView(total_steps=sum(o.run.recipe.steps for o in todo), done_steps=sum(before.values()),
+                     runs=len(outcomes), skipped=len(outcomes) - len(todo))
+    with _sigterm_as_interrupt(), view:
         try:
             while queue or running:
                 while queue and len(running) < jobs:
-                    run = queue.popleft()
-                    job = job_for(plan, run, states[run.name])
-                    try:
-                        backend.start(job)
-                    except OSError as e:  # its log cannot be written: a full disk, a path that is a file
-                        o = outcomes[run.name]
-                        o.result, o.detail = "failed", f"cannot write its log {job.log}: {e.strerror or e}"
-                        view.ended(run.name, False, 0.0, o.detail)
-                        continue
-                    running[run.name] = (job, time.monotonic())
-                    view.started(run.name, done_before[run.name], run.recipe.steps,
-                                 {"new": "new", "resume": "resumed", "extend": "continued to more steps"}[states[run.name]])
+                    o = queue.popleft()
+                    job = _start(plan, o, backend, view, before[o.run.name])
+                    if job is not None:
+                        running[o.run.name] = (o, job, time.monotonic())
                 for name, rc, task_error in backend.poll():
-                    job, t0 = running.pop(name)
-                    o = outcomes[name]
-                    o.seconds = time.monotonic() - t0
-                    disk = read_run(o.run.dir, with_recipe=False)
-                    o.step = disk.step
-                    if name in view.bars:
-                        view.stepped(name, disk.step)
-                    ok = rc == 0 and disk.status == "finished"
-                    o.result = "finished" if ok else "failed"
-                    o.detail = "" if ok else _why(job, o.run.dir, rc, task_error)
-                    view.ended(name, ok, o.seconds, o.detail)
-                for name in running:
-                    view.stepped(name, read_run(outcomes[name].run.dir, with_recipe=False).step)
+                    o, job, t0 = running.pop(name)
+                    _ended(o, job, rc, task_error, time.monotonic() - t0, view)
+                for name, (o, _, _) in running.items():
+                    view.stepped(name, read_run(o.run.dir, with_recipe=False).step)
                 time.sleep(POLL_S)
         except KeyboardInterrupt:
             interrupted = True
             view.note(f"interrupted: stopping {len(running)} run(s); each resumes where it stopped")
             backend.interrupt()
-            for name, (_, t0) in running.items():
-                o = outcomes[name]
+            for o, _, t0 in running.values():
                 o.result, o.seconds = "interrupted", time.monotonic() - t0
                 o.step = read_run(o.run.dir, with_recipe=False).step
     result = SweepResult(list(outcomes.values()), interrupted)

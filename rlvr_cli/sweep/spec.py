@@ -167,7 +167,6 @@ class PlannedRun:
     """The arm's own items among them (what sets this arm apart)."""
     recipe: Recipe
     """The recipe resolved exactly as the run's `rlvr train` resolves it."""
-    line: int
 
 
 @dataclass
@@ -340,7 +339,7 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
                 problems += e.problems
                 break  # the arm's other seeds have the same problem
             runs.append(PlannedRun(arm.name, k, f"{arm.name}-seed{k}", Path(), base_ref, [o.item for o in sets],
-                                   [o.item for o in arm.overrides], recipe, arm.line))
+                                   [o.item for o in arm.overrides], recipe))
     if problems:
         raise UserError(problems)
 

@@ -46,7 +46,7 @@ class SweepView:
     def stepped(self, name: str, step: int) -> None:
         """The run ``name`` has logged ``step`` (read from its metrics.jsonl)."""
         before = self.steps.get(name, 0)
-        if step > before:
+        if name in self.bars and step > before:
             self.steps[name] = step
             self.progress.update(self.bars[name], completed=step)
             self.progress.advance(self.total, step - before)
