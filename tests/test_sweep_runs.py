@@ -98,7 +98,7 @@ def test_the_next_sweep_resumes_the_interrupted_run_trains_the_failed_one_and_co
     assert sweep(str(spec), "--out", str(out), "--dry-run").stderr.count("finished") == 2
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def local_ray(rlvr_cache):
     """A Ray instance of 2 CPUs on this machine, started by the test (its workers see the test's model cache)."""
     ray = pytest.importorskip("ray")
@@ -115,3 +115,23 @@ def test_ray_tasks_give_the_same_metrics_as_local_processes(local, local_ray, tm
     for name in ("control-seed0", "high_lr-seed0"):  # local control was interrupted and resumed, Ray's was not
         assert metrics(tmp_path / "ray" / name) == metrics(out / name)
     assert metrics(out / "control-seed0") != metrics(out / "high_lr-seed0")  # the arms differ
+
+
+def test_a_cancelled_ray_task_stops_its_run_resumably(local_ray, tmp_path):
+    """Ray workers block SIGINT and a child inherits that: the run must still get the stop (see local.spawn)."""
+    from rlvr_cli.sweep.ray_backend import RayBackend
+    from rlvr_cli.sweep.runner import job_for
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"base: grpo\nset: [{', '.join(TINY)}]\nsteps: 200\ncompare: null\n")
+    run = load_plan(spec, tmp_path / "out").runs[0]
+    backend = RayBackend()
+    backend.start(job_for(load_plan(spec, tmp_path / "out"), run, "new"))
+    deadline = time.monotonic() + 180
+    while read_run(run.dir, with_recipe=False).step < 1:
+        assert not backend.poll() and time.monotonic() < deadline
+        time.sleep(0.1)
+    t0 = time.monotonic()
+    assert backend.interrupt() == ["grpo-seed0"]
+    disk = read_run(run.dir)
+    assert disk.status == "interrupted" and disk.step < 200 and time.monotonic() - t0 < 30

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,20 @@ class Job:
     """Added to the environment of the run's process (its thread count)."""
 
 
+@contextmanager
+def _sigint_unblocked():
+    """This thread without SIGINT blocked, so that a process it starts can be stopped as Ctrl-C stops one: a
+    child inherits the signal mask, and a Ray worker blocks SIGINT (its run would ignore the stop)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def spawn(argv: list[str], log_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen, object]:
     """Start `python -m rlvr_cli ARGV` in its own session, output appended to ``log_path`` under a header
     line with the command. Raises OSError when the log cannot be written (a full disk, a bad path)."""
@@ -43,8 +58,9 @@ def spawn(argv: list[str], log_path: Path, env: dict[str, str]) -> tuple[subproc
     try:
         log.write(f"== {shlex.join(['rlvr', *argv])}\n")
         log.flush()
-        proc = subprocess.Popen([sys.executable, "-m", "rlvr_cli", *argv], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **env}, start_new_session=True)
+        with _sigint_unblocked():
+            proc = subprocess.Popen([sys.executable, "-m", "rlvr_cli", *argv], stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env={**os.environ, **env}, start_new_session=True)
     except BaseException:
         log.close()
         raise

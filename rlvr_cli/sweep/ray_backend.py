@@ -31,8 +31,14 @@ def run_in_task(argv: list[str], log_path: str, env: dict[str, str]) -> int:
     KeyboardInterrupt in it) stops the process as Ctrl-C does locally, leaving the run resumable."""
     proc, log = spawn(argv, Path(log_path), env)
     try:
-        return proc.wait()
+        while True:  # short waits: Ray delivers its KeyboardInterrupt between Python bytecodes, not inside one wait
+            try:
+                return proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                continue
     except KeyboardInterrupt:
+        log.write("== the Ray task was cancelled: stopping the run (it resumes from its last checkpoint)\n")
+        log.flush()
         stop([proc])
         raise
     finally:
