@@ -26,7 +26,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from rlvr_cli.cli import compare, evaluate, export, recipes, sample, train, verify
+    from rlvr_cli.cli import compare, evaluate, export, recipes, sample, sweep, train, verify
 
     app.command("train", no_args_is_help=True)(train.train)
     app.command("sample", no_args_is_help=True)(sample.sample)
@@ -35,6 +35,7 @@ def _register() -> None:
     app.command("evaluate", no_args_is_help=True, help="Alias of `rlvr eval`.")(evaluate.evaluate)
     app.command("compare", no_args_is_help=True)(compare.compare)
     app.command("export", no_args_is_help=True)(export.export)
+    app.command("sweep", no_args_is_help=True)(sweep.sweep)
     app.add_typer(recipes.app, name="recipes")
 
 

@@ -1,0 +1,358 @@
+"""The sweep spec: a base recipe, arms (named variants and/or a grid), seeds, and the comparison.
+
+    base: dr_grpo                      # a shipped recipe or a file (relative to this spec)
+    set: [model.name=builtin:tiny]     # --set overrides for every run
+    steps: 100                         # optional: every run's steps
+    seeds: 3                           # 0, 1, 2 (or a list: [0, 4, 7])
+    variants:                          # named arms, each a list of --set overrides
+      - name: control
+      - name: clip_higher
+        set: [loss.clip.eps_high=0.28]
+    grid:                              # and/or a grid: every combination is an arm
+      optim.lr: [1.0e-5, 3.0e-5]
+    compare: {control: control}
+
+Arms are the variants crossed with the grid points (either alone when the other is absent); a grid
+point's name is ``<last key component><value>`` joined by ``_`` (``lr1.0e-05``), after the variant's
+name when both are given (``control_lr1.0e-05``). Each run is ``<arm>-seed<k>``, trained with the
+overrides ``[*set, steps=N, *arm, name=<arm>, seed=k]`` (the arm's name is the run's recipe name); the
+comparison labels each variant by its arm (`--label-by dir`) unless the spec says otherwise.
+
+Expansion loads every arm's recipe exactly as `rlvr train` will, so an unknown field or value is
+refused before anything runs, as ``spec.yaml:LINE: arm NAME: field: problem`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.load import (
+    MAX_RECIPE_BYTES,
+    _read_yaml_with_lines,
+    _yaml_depth_problem,
+    find_recipe,
+    load_recipe,
+)
+from rlvr_cli.recipe.schema import Recipe
+
+ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+=-]*$"
+"""An arm's name is a directory name's start (`<arm>-seed<k>`): no spaces, slashes or leading dot."""
+SET_BY_SWEEP = ("seed", "name")
+"""Recipe fields the sweep sets itself (from `seeds:` and the arm's name): an arm may not set them."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class Variant(_Strict):
+    name: str
+    """The arm's name; its runs are `<name>-seed<k>`."""
+    set: list[str] = []
+    """`--set` overrides of this arm (FIELD=VALUE), applied after the spec's own `set`."""
+
+    @field_validator("name")
+    @classmethod
+    def _directory_name(cls, v: str) -> str:
+        if not re.match(ARM_NAME, v):
+            raise ValueError("an arm's name is letters, digits and . _ + = - (it names the run directories), "
+                             "starting with a letter or digit")
+        return v
+
+
+class Comparison(_Strict):
+    out: str | None = None
+    """Where `rlvr compare` writes (default: <out>/compare)."""
+    smooth: int = Field(5, ge=0)
+    """`rlvr compare --smooth`."""
+    band: Literal["minmax", "std"] = "minmax"
+    """`rlvr compare --band`."""
+    label_by: str | None = "dir"
+    """`rlvr compare --label-by` (default `dir`: each variant labelled by its arm, the run directory's name
+    without `-seed<k>`)."""
+    control: str | None = None
+    """The control arm (default: the first arm); passed to the comparison once it takes one."""
+
+
+class SweepSpec(_Strict):
+    base: str
+    """The base recipe: a shipped recipe's name or a file (relative to the spec's directory)."""
+    set: list[str] = []
+    """`--set` overrides for every run."""
+    steps: int | None = Field(None, ge=1)
+    """Every run's steps (an arm may still set its own)."""
+    seeds: int | list[int] = 1
+    """A count N (seeds 0..N-1) or the list of seeds."""
+    variants: list[Variant] = []
+    """Named arms."""
+    grid: dict[str, list[Any]] = {}
+    """Recipe field -> values; every combination is an arm (crossed with the variants when both are given)."""
+    nproc: int = Field(1, ge=1)
+    """Processes per run (`rlvr train --nproc`: torchrun inside the run's slot or Ray task)."""
+    gpus: float = Field(0, ge=0)
+    """GPUs each run asks Ray for (the local backend does not place GPUs)."""
+    out: str | None = None
+    """Where the run directories go (default runs/<spec name>); `--out` overrides it."""
+    compare: Comparison | None = Comparison()
+    """The comparison after the runs; null for none."""
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, v):
+        def seed(x) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**63
+
+        if isinstance(v, int) and not isinstance(v, bool):
+            if v < 1:
+                raise ValueError("a count of seeds must be >= 1")
+        elif isinstance(v, list):
+            if not v or not all(seed(x) for x in v):
+                raise ValueError("expected a count N (seeds 0..N-1) or a non-empty list of seeds 0 <= seed < 2**63")
+            dup = sorted({x for x in v if v.count(x) > 1})
+            if dup:
+                raise ValueError(f"seed(s) {dup} given twice")
+        else:
+            raise ValueError("expected a count N (seeds 0..N-1) or a list of seeds")
+        return v
+
+    @field_validator("grid")
+    @classmethod
+    def _grid_values(cls, v):
+        empty = [k for k, values in v.items() if not values]
+        if empty:
+            raise ValueError(f"{', '.join(empty)}: give at least one value")
+        return v
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+
+@dataclass
+class Override:
+    """One `--set` item of a run and the spec line it came from."""
+
+    item: str
+    line: int
+
+
+@dataclass
+class Arm:
+    name: str
+    overrides: list[Override]
+    line: int
+    """The spec line that defines the arm (its variant entry, else the grid)."""
+
+
+@dataclass
+class PlannedRun:
+    arm: str
+    seed: int
+    name: str
+    """`<arm>-seed<k>`: the run directory's name under the sweep's out."""
+    dir: Path
+    base: str
+    """The base recipe as `rlvr train` is given it: a shipped name, or an absolute file path."""
+    overrides: list[str]
+    """Every `--set` item of the run's `rlvr train`, in order."""
+    arm_overrides: list[str]
+    """The arm's own items among them (what sets this arm apart)."""
+    recipe: Recipe
+    """The recipe resolved exactly as the run's `rlvr train` resolves it."""
+
+
+@dataclass
+class Plan:
+    spec_path: Path
+    spec: SweepSpec
+    out: Path
+    runs: list[PlannedRun]
+    arms: list[str]
+    control: str
+    compare_out: Path | None
+    """None when the spec asks for no comparison."""
+    arm_lines: dict[str, int] = field(default_factory=dict)
+
+    def where(self, arm: str) -> str:
+        """`spec.yaml:LINE: arm NAME` for messages about an arm."""
+        return f"{self.spec_path}:{self.arm_lines.get(arm, 1)}: arm {arm}"
+
+
+# --- reading -------------------------------------------------------------------------------------
+def _read(path: Path) -> tuple[dict, dict[tuple, str]]:
+    """The spec's data and the `file:line` of every key: the recipe reader's, with the spec's own words
+    for a missing, empty or non-mapping file."""
+    if not path.is_file():
+        raise UserError(f"{path}: no such sweep spec file")
+    try:
+        text = path.read_text(encoding="utf-8") if path.stat().st_size <= MAX_RECIPE_BYTES else None
+        readable = text is not None and _yaml_depth_problem(text) is None
+        node = yaml.compose(text, Loader=yaml.SafeLoader) if readable else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        readable, node = False, None
+    if readable and node is None:
+        raise UserError(f"{path}: the sweep spec is empty; it needs at least `base:`")
+    if node is not None and not isinstance(node, yaml.MappingNode):
+        raise UserError(f"{path}:1: a sweep spec must be a YAML mapping of fields (base, seeds, variants, ...)")
+    return _read_yaml_with_lines(path)  # names every other problem (invalid YAML, a key given twice, ...)
+
+
+def _line(origins: dict, key: tuple, default: int = 1) -> int:
+    for n in range(len(key), 0, -1):
+        if key[:n] in origins:
+            return int(origins[key[:n]].rsplit(":", 1)[1])
+    return default
+
+
+def _validate(path: Path, data: dict, origins: dict) -> SweepSpec:
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors(include_url=False):
+            loc = tuple(err["loc"])
+            dotted = ".".join(str(p) for p in loc) or "(spec)"
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown field (a sweep spec has: {', '.join(SweepSpec.model_fields)})" if len(loc) == 1 \
+                    else "unknown field (not in the schema; check the spelling)"
+            elif "input" in err and not isinstance(err["input"], (dict, list)) and err["type"] != "missing":
+                msg = f"{msg} (got {err['input']!r})"
+            lines.append(f"{path}:{_line(origins, loc)}: {dotted}: {msg}")
+        raise UserError(sorted(set(lines), key=lines.index)) from None
+
+
+# --- expansion -----------------------------------------------------------------------------------
+def set_value(value: Any) -> str:
+    """A YAML value as `--set` writes it, so it reads back as the same value (`'true'` stays a string)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30, allow_unicode=True)
+    return text.removesuffix("\n...\n").rstrip("\n")
+
+
+def _token(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+=-]+", "_", text).strip("_") or "_"
+
+
+def _grid_points(spec: SweepSpec, origins: dict) -> list[tuple[str, list[Override]]]:
+    """(name, overrides) of every combination of the grid's values, in the spec's order."""
+    if not spec.grid:
+        return [("", [])]
+    keys = list(spec.grid)
+    tails = [k.rsplit(".", 1)[-1] for k in keys]
+    shown = [t if tails.count(t) == 1 else k for k, t in zip(keys, tails)]
+    points = []
+    for combo in itertools.product(*(list(enumerate(spec.grid[k])) for k in keys)):
+        name = "_".join(_token(f"{s}{set_value(v)}") for s, (_, v) in zip(shown, combo))
+        sets = [Override(f"{k}={set_value(v)}", _line(origins, ("grid", k, i))) for k, (i, v) in zip(keys, combo)]
+        points.append((name, sets))
+    return points
+
+
+def _arms(path: Path, spec: SweepSpec, origins: dict, base_name: str) -> list[Arm]:
+    """Variants x grid points, refusing duplicate names and overrides of what the sweep sets itself."""
+    variants = [(v.name, [Override(s, _line(origins, ("variants", i, "set", j))) for j, s in enumerate(v.set)],
+                 _line(origins, ("variants", i))) for i, v in enumerate(spec.variants)]
+    if not variants:
+        variants = [("", [], _line(origins, ("grid",), _line(origins, ("base",))))]
+    arms, seen, problems = [], {}, []
+    for (vname, vsets, vline), (gname, gsets) in itertools.product(variants, _grid_points(spec, origins)):
+        name = "_".join(p for p in (vname, gname) if p) or base_name
+        line = vline if vname else _line(origins, ("grid",), vline)
+        if name in seen:
+            problems.append(f"{path}:{line}: arm {name}: the name is given twice (first at line {seen[name]})")
+            continue
+        seen[name] = line
+        arms.append(Arm(name, [*vsets, *gsets], line))
+    for arm in arms:
+        for o in arm.overrides:
+            key = o.item.split("=", 1)[0].strip()
+            if key in SET_BY_SWEEP:
+                problems.append(f"{path}:{o.line}: arm {arm.name}: {key}: set by the sweep "
+                                f"({'seeds:' if key == 'seed' else 'the arm name'}); remove it from the arm")
+    for i, s in enumerate(spec.set):
+        key = s.split("=", 1)[0].strip()
+        if key in SET_BY_SWEEP:
+            problems.append(f"{path}:{_line(origins, ('set', i))}: set: {key}: set by the sweep "
+                            f"({'seeds:' if key == 'seed' else 'the arm name'}); remove it")
+    if problems:
+        raise UserError(problems)
+    return arms
+
+
+def _load(base_path: Path, overrides: list[Override], path: Path, label: str, line: int) -> Recipe:
+    """The recipe a run's `rlvr train` will resolve; a problem is said at the spec line of the override
+    that caused it (else at ``line``), as ``spec.yaml:LINE: LABEL: field: problem``."""
+    by_item = {o.item: o.line for o in overrides}
+    try:
+        return load_recipe(base_path, [o.item for o in overrides])
+    except UserError as e:
+        lines = []
+        for p in e.problems:
+            item = next((i for i in by_item if p.startswith(f"--set {i}: ")), None)
+            if item is None:
+                lines.append(f"{path}:{line}: {label}: {p}")
+            else:
+                lines.append(f"{path}:{by_item[item]}: {label}: {p[len(f'--set {item}: '):]}")
+        raise UserError(lines) from None
+
+
+def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int | None = None) -> Plan:
+    """Read, validate and expand a sweep spec into its runs (every run's recipe resolved).
+
+    ``out`` overrides the spec's `out`; ``threads`` sets every run's `threads` (`--threads`)."""
+    path = Path(spec_path)
+    data, origins = _read(path)
+    spec = _validate(path, data, origins)
+    try:
+        base_path = find_recipe(spec.base, relative_to=path.parent)
+    except UserError as e:
+        raise UserError(f"{path}:{_line(origins, ('base',))}: base: {e.problems[0]}") from None
+    base_path = base_path.resolve()
+    is_file = (path.parent / spec.base).is_file() or Path(spec.base).is_file()  # else a shipped name (find_recipe)
+    base_ref = str(base_path) if is_file else spec.base.removesuffix(".yaml")
+
+    common = [Override(s, _line(origins, ("set", i))) for i, s in enumerate(spec.set)]
+    if spec.steps is not None:
+        common.append(Override(f"steps={spec.steps}", _line(origins, ("steps",))))
+    _load(base_path, common, path, f"base {spec.base}", _line(origins, ("base",)))
+
+    arms = _arms(path, spec, origins, _token(base_path.stem))
+    seeds = spec.seed_list
+    seeds_line = _line(origins, ("seeds",), 1)
+    runs, problems = [], []
+    for arm in arms:
+        head = [*common, *arm.overrides, Override(f"name={arm.name}", arm.line)]
+        for k in seeds:
+            sets = [*head, Override(f"seed={k}", seeds_line)]
+            sets += [Override(f"threads={threads}", arm.line)] if threads is not None else []
+            try:
+                recipe = _load(base_path, sets, path, f"arm {arm.name}", arm.line)
+            except UserError as e:
+                problems += e.problems
+                break  # the arm's other seeds have the same problem
+            runs.append(PlannedRun(arm.name, k, f"{arm.name}-seed{k}", Path(), base_ref, [o.item for o in sets],
+                                   [o.item for o in arm.overrides], recipe))
+    if problems:
+        raise UserError(problems)
+
+    out_dir = Path(out if out is not None else spec.out if spec.out is not None else Path("runs") / path.stem)
+    for r in runs:
+        r.dir = out_dir / r.name
+    names = [a.name for a in arms]
+    control, compare_out = names[0], None
+    if spec.compare is not None:
+        if spec.compare.control is not None:
+            if spec.compare.control not in names:
+                raise UserError(f"{path}:{_line(origins, ('compare', 'control'))}: compare.control: "
+                                f"{spec.compare.control!r} is not an arm (arms: {', '.join(names)})")
+            control = spec.compare.control
+        compare_out = Path(spec.compare.out) if spec.compare.out is not None else out_dir / "compare"
+    return Plan(path, spec, out_dir, runs, names, control, compare_out, {a.name: a.line for a in arms})

@@ -1,0 +1,126 @@
+"""What each planned run's directory already holds, and so what the sweep does with it.
+
+- ``new``: no run there yet: train it.
+- ``finished``: trained with this recipe to its steps: skip it.
+- ``extend``: finished with fewer steps than the spec now asks: continue it with `--resume` (the
+  trainer allows that only where the longer run computes the same first steps, and refuses otherwise).
+- ``resume``: started and not finished (interrupted, failed, killed): continue it with `--resume`.
+
+A run directory whose saved recipe differs from the newly resolved one in anything that changes what
+is computed is a conflict: the sweep refuses before anything runs, naming the arm, rather than mix two
+recipes under one name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from rlvr_cli.errors import UserError
+from rlvr_cli.sweep.spec import Plan, PlannedRun
+
+IGNORED = ("name", "description", "distributed")
+"""Fields a run may change when resumed (the trainer's own rule: they change no computed number)."""
+IGNORED_WHEN_FINISHED = ("threads", "output_dir")
+"""Fields that cannot change a finished run: nothing more is computed for it."""
+
+
+@dataclass
+class OnDisk:
+    status: str | None
+    """run.json's status (running, finished, failed, interrupted, ...), None without a run.json."""
+    step: int
+    """The last step in metrics.jsonl (0 when none)."""
+    recipe: dict | None
+    """The saved recipe.yaml; None when there is none (no run started there)."""
+    error: str | None
+    """run.json's error message, if any."""
+
+
+def read_run(run_dir: Path, with_recipe: bool = True) -> OnDisk:
+    """Read the trainer's run-directory files (run.json, metrics.jsonl, recipe.yaml): the sweep's one
+    place that knows their names and fields. A damaged file reads as absent; an unreadable saved
+    recipe reads as ``{}`` (a run is there, its recipe unknown)."""
+    try:
+        status = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        status = {}
+    status = status if isinstance(status, dict) else {}
+    recipe = None
+    if with_recipe and (run_dir / "recipe.yaml").is_file():
+        try:
+            recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            recipe = {}
+        recipe = recipe if isinstance(recipe, dict) else {}
+    error = status.get("error")
+    return OnDisk(status.get("status"), _last_step(run_dir / "metrics.jsonl"), recipe,
+                  error if isinstance(error, str) else None)
+
+
+def _last_step(path: Path) -> int:
+    """The step of metrics.jsonl's last complete line, read from the file's tail (the file grows)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - 65536))
+            tail = f.read()
+    except OSError:
+        return 0
+    for line in reversed(tail.split(b"\n")[1 if size > 65536 else 0:]):
+        try:
+            step = json.loads(line).get("step")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(step, int) and not isinstance(step, bool):
+            return step
+    return 0
+
+
+def _differences(saved, new, prefix: str = "") -> list[str]:
+    """`field: saved -> new` for every leaf where the two recipes differ."""
+    if isinstance(saved, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(saved) | set(new), key=str)
+                for d in _differences(saved.get(k), new.get(k), f"{prefix}{k}.")]
+    return [] if saved == new else [f"{prefix[:-1]}: {saved!r} -> {new!r}"]
+
+
+def run_state(run: PlannedRun, disk: OnDisk) -> tuple[str, list[str]]:
+    """(state, the differences that make it a conflict: empty unless state is ``conflict``)."""
+    if disk.recipe is None:
+        return "new", []
+    if not disk.recipe:
+        return "conflict", [f"{run.dir}/recipe.yaml: cannot be read as a recipe"]
+    finished = disk.status == "finished"
+    ignore = IGNORED + (IGNORED_WHEN_FINISHED if finished else ())
+    new = run.recipe.model_dump(mode="json")
+    saved_steps, new_steps = disk.recipe.get("steps"), new["steps"]
+    strip = lambda d: {k: v for k, v in d.items() if k not in (*ignore, "steps")}  # noqa: E731
+    diffs = _differences(strip(disk.recipe), strip(new))
+    if finished and isinstance(saved_steps, int) and new_steps < saved_steps:
+        diffs.append(f"steps: {saved_steps!r} -> {new_steps!r} (a finished run cannot be shortened)")
+    if diffs:
+        return "conflict", diffs
+    if not finished:
+        return "resume", []
+    return ("finished", []) if new_steps == saved_steps else ("extend", [])
+
+
+def plan_states(plan: Plan) -> dict[str, str]:
+    """Every run's state by run name; raises UserError naming the arm of every run a changed spec
+    would change (nothing has run yet)."""
+    states, problems = {}, []
+    for run in plan.runs:
+        state, diffs = run_state(run, read_run(run.dir))
+        if state == "conflict":
+            shown = "; ".join(diffs[:3]) + (f"; and {len(diffs) - 3} more" if len(diffs) > 3 else "")
+            problems.append(f"{plan.where(run.arm)}: {run.dir} holds a run trained with a different recipe "
+                            f"({shown}); restore the spec, or choose another --out")
+        states[run.name] = state
+    if problems:
+        raise UserError(problems)
+    return states
