@@ -42,7 +42,7 @@ def write_tiny_llama_gguf(path: Path, architecture: str = "llama", seed: int = 0
     head_dim = hidden // heads
     w = gguf.GGUFWriter(str(path), architecture)
     w.add_name("tiny test llama")
-    w.add_context_length(64)
+    w.add_context_length(256)
     w.add_embedding_length(hidden)
     w.add_block_count(2)
     w.add_feed_forward_length(ff)
@@ -202,3 +202,24 @@ def test_real_smollm2_converts_with_identical_logits(cache):
     ids = torch.tensor([list(ids)])
     with torch.no_grad():
         assert torch.equal(model(ids).logits, direct(ids).logits)
+
+
+def test_sample_and_eval_a_gguf_model_on_the_chat_form_task(tiny_gguf, cache, cli, tmp_path):
+    """The whole path a real model takes: GGUF -> cached folder -> chat template -> sampling -> free-text scoring."""
+    import json
+
+    recipe = tmp_path / "chat.yaml"
+    recipe.write_text(
+        "task: {name: arithmetic, digits: 1, num_eval: 4, prompt_template: 'What is {a} + {b}?', chat_template: true,\n"
+        "       system_prompt: 'Answer with a number.'}\n"
+        "reward: {extract: [answer_colon_lenient, last_number]}\n"
+    )
+    out = tmp_path / "s.jsonl"
+    r = cli("sample", str(tiny_gguf), "--task", str(recipe), "--n", "2", "--num-prompts", "2", "--max-new-tokens", "4",
+            "--threads", "1", "--out", str(out))
+    assert r.code == 0, r.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 4 and rows[0]["prompt"].startswith("What is ") and rows[0]["num_tokens"] >= 1
+    r = cli("eval", str(tiny_gguf), "--task", str(recipe), "--n", "2", "--num-prompts", "2", "--max-new-tokens", "4",
+            "--threads", "1")
+    assert r.code == 0, r.stderr
