@@ -110,7 +110,11 @@ def gguf_architecture(path: Path) -> str:
 
 def convert_gguf(path: Path, out: Path) -> dict:
     """Write the GGUF at ``path`` as an ordinary Hugging Face folder ``out`` (float32 weights, the
-    tokenizer with its chat template); return what ``built.json`` records."""
+    tokenizer with its chat template); return what ``built.json`` records.
+
+    The GGUF-loaded model carries a quantisation marker that makes ``save_pretrained`` refuse, so the
+    model is rebuilt from its config without it and given the dequantised state dict; a probe forward
+    must give identical logits before anything is written."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -133,7 +137,8 @@ def convert_gguf(path: Path, out: Path) -> dict:
     if set(missing) - tied or unexpected:
         raise RuntimeError(f"{path}: rebuilt model does not match the GGUF's tensors (missing {missing}, unexpected {unexpected})")
     model.tie_weights()
-    loaded.eval(), model.eval()
+    loaded.eval()
+    model.eval()
     probe = torch.arange(min(16, config.vocab_size)).unsqueeze(0)
     with torch.no_grad():
         if not torch.equal(loaded(probe).logits, model(probe).logits):
