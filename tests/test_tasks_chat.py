@@ -96,3 +96,16 @@ def test_question_form_has_no_supervised_traces():
     task = chat_task()
     with pytest.raises(UserError, match="supervised traces exist only for the raw"):
         task.trace(task.eval_problems()[0], random.Random(0))
+
+
+def test_trl_bridge_gives_the_same_conversation():
+    pytest.importorskip("datasets")
+    from rlvr_cli.bridges.trl_reward import train_dataset
+
+    recipe = {"steps": 1, "rollout": {"prompts_per_step": 2},
+              "task": {"name": "arithmetic", "digits": 1, "num_eval": 8, "prompt_template": "what is {a} + {b}?",
+                       "chat_template": True, "system_prompt": "be brief."}}
+    rows = train_dataset(recipe)
+    assert len(rows) == 2
+    assert rows[0]["prompt"][0] == {"role": "system", "content": "be brief."}
+    assert rows[0]["prompt"][1]["role"] == "user" and rows[0]["prompt"][1]["content"].startswith("what is ")
