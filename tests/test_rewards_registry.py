@@ -57,9 +57,13 @@ def test_options_are_routed_to_the_verifiers_that_take_them():
 
 
 def test_reward_spec_extract_names_are_the_extractors():
-    from rlvr_cli.rewards.extract import EXTRACT_METHODS
+    from typing import get_args
 
-    assert tuple(RewardSpec().extract) == EXTRACT_METHODS
+    from rlvr_cli.recipe.schema import ExtractMethod
+    from rlvr_cli.rewards.extract import _METHODS, DEFAULT_EXTRACT, EXTRACT_METHODS
+
+    assert get_args(ExtractMethod) == EXTRACT_METHODS == tuple(_METHODS)
+    assert tuple(RewardSpec().extract) == DEFAULT_EXTRACT
     with pytest.raises(ValueError):
         RewardSpec(extract=["boxed", "boxed"])
     with pytest.raises(ValueError):

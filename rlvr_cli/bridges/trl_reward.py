@@ -24,7 +24,7 @@ import random
 
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.rewards.scorer import Scorer, ScoreItem
-from rlvr_cli.tasks import build_task
+from rlvr_cli.tasks import build_task, chat_messages
 from rlvr_cli.tasks.base import Problem
 
 
@@ -105,7 +105,7 @@ def train_dataset(recipe, num_prompts: int | None = None):
     chat = getattr(getattr(task, "spec", None), "chat_template", False)
     return Dataset.from_dict(
         {
-            "prompt": [[{"role": "user", "content": p.prompt}] if chat else p.prompt for p in problems],
+            "prompt": [chat_messages(task.spec, p) if chat else p.prompt for p in problems],
             "rlvr_id": [p.id for p in problems],
             "rlvr_reference": [p.reference for p in problems],
             "rlvr_meta": [json.dumps(p.meta, default=str) for p in problems],

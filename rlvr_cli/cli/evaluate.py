@@ -67,6 +67,7 @@ def evaluate(
     ),
     out: str | None = typer.Option(None, "--out", help="Also write the record (a run: all records) to this JSON file."),
     device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda. (default: the run's, else auto)"),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: the run's recipe.threads, else torch's)."),
 ) -> None:
     """Evaluate on the task's held-out prompts: unbiased pass@k, maj@k, response length, truncation.
 
@@ -140,12 +141,13 @@ def evaluate(
     from rlvr_cli.warm_start import ensure_built
 
     ensure_built(*(tg.ref for tg in targets))
-    records = _run(targets, t, settings, recipe, is_run, device, out_dir)
+    records = _run(targets, t, settings, recipe, is_run, device, out_dir, threads)
     console.print(_table(records, model, t.name, settings, out_dir))
     _write_extras(records, model, out_dir, plot, out)
 
 
-def _run(targets, task, settings, recipe, is_run: bool, device: str | None, out_dir: Path | None) -> list[dict]:
+def _run(targets, task, settings, recipe, is_run: bool, device: str | None, out_dir: Path | None,
+         threads: int | None = None) -> list[dict]:
     """Evaluate every target under a progress bar; a run's records are written as each finishes."""
     from rich.progress import (
         BarColumn,
@@ -164,10 +166,11 @@ def _run(targets, task, settings, recipe, is_run: bool, device: str | None, out_
     from rlvr_cli.io import atomic_write_json
     from rlvr_cli.recipe.schema import RewardSpec
 
-    if recipe is not None and recipe.threads:
+    n_threads = threads or (recipe.threads if recipe is not None else None)
+    if n_threads:
         import torch
 
-        torch.set_num_threads(recipe.threads)  # as the trainer did: CPU reductions depend on it
+        torch.set_num_threads(n_threads)  # a run's own count by default, as the trainer did: CPU reductions depend on it
 
     def write(record: dict) -> None:
         if out_dir is not None:

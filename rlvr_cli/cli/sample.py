@@ -33,6 +33,7 @@ def sample(
     seed: int = typer.Option(0, "--seed", min=SEED_MIN, max=SEED_MAX, help="Sampling seed (and the training-prompt draw)."),
     batch_size: int = typer.Option(256, "--batch-size", min=1, help="Sequences sampled together."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: torch's)."),
 ) -> None:
     """Sample responses (batched, KV cache) and write prompt id, prompt, reference, response, token
     count, finish reason (eos/length) and the sampling settings per line.
@@ -52,6 +53,8 @@ def sample(
         raise UserError(f"--split {split}: choose eval or train")
     if Path(out).is_dir():
         raise UserError(f"--out {out}: is a directory (give a file name)")
+    if threads:
+        torch.set_num_threads(threads)
     t = task_from_arg(task)
     dev = resolve_device(device, "--device")
     from rlvr_cli.warm_start import ensure_built

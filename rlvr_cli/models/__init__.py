@@ -5,6 +5,9 @@ A MODEL is one of:
   SFT recipe (``recipes/base_sft*.yaml``), built once by :mod:`rlvr_cli.warm_start` (every command
   calls it before loading) and cached (see :mod:`.builtin`); resolving a name never trains;
 - ``builtin:tiny-init``: the same architecture, untrained (seeded), for tests and as the warm start's start;
+- ``smollm2-135m-instruct``: SmolLM2-135M-Instruct, a real instruct model (Llama, 135M parameters, chat
+  template) shipped as a GGUF file in the package of the extra ``real``, converted once into a cached
+  Hugging Face folder (see :mod:`.gguf`); any other ``.gguf`` file path is converted the same way;
 - a run directory (its latest complete checkpoint), or a checkpoint directory (has ``config.json``);
 - a Hugging Face model id or local path, loaded with ``AutoModelForCausalLM.from_pretrained``.
 """
@@ -28,7 +31,7 @@ class ResolvedModel:
     path: str
     """What ``from_pretrained`` loads: a local directory or a hub id."""
     kind: str
-    """builtin | run | checkpoint | path | hub"""
+    """builtin | gguf | run | checkpoint | path | hub"""
     step: int | None = None
     """Training step of a checkpoint, when known."""
 
@@ -39,6 +42,10 @@ def resolve_model_ref(ref: str) -> ResolvedModel:
         from rlvr_cli.models.builtin import builtin_model_dir
 
         return ResolvedModel(ref, str(builtin_model_dir(ref)), "builtin")
+    from rlvr_cli.models.gguf import is_gguf_ref, resolve_gguf_ref
+
+    if is_gguf_ref(ref):
+        return ResolvedModel(ref, str(resolve_gguf_ref(ref)), "gguf")
     p = Path(ref).expanduser()
     if p.exists():
         if not p.is_dir():

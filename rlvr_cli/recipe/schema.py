@@ -99,6 +99,38 @@ class ArithmeticTaskSpec(Strict):
     """Error probability of a rambling trace (replaces error_rate): makes verbosity predict errors."""
     ramble_position: Literal["start", "before_answer", "after_error"] = "start"
     """Where the filler sits: at the start (decided before the work), after the work just before the answer, or right after the wrong column (a random column in a correct trace), so a model can learn to ramble when its own work went wrong."""
+    prompt_template: str | None = None
+    """A question for an instruct model, a Python format string over the operands `a` and `b` (e.g. `What is {a} + {b}?`, operands not zero-padded); the answer is then read from free text with `reward.extract` (no `#` marker). null: the raw `347+285=` form of the built-in model."""
+    chat_template: bool = False
+    """Wrap the prompt in the tokenizer's chat template (instruction-tuned models; needs prompt_template)."""
+    system_prompt: str | None = None
+    """A system message before the question (needs chat_template)."""
+
+    @model_validator(mode="after")
+    def _chat_form(self):
+        if self.prompt_template is not None:
+            _check_template(self.prompt_template, {"a", "b"})
+        if self.chat_template and self.prompt_template is None:
+            raise ValueError("chat_template needs prompt_template (a question such as `What is {a} + {b}?`), not the raw `347+285=` form")
+        _check_system_prompt(self)
+        return self
+
+
+def _check_template(template: str, fields: set[str]) -> None:
+    import string
+
+    try:
+        used = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as e:
+        raise ValueError(f"prompt_template {template!r}: {e}") from None
+    unknown = used - fields
+    if unknown:
+        raise ValueError(f"prompt_template {template!r}: unknown field(s) {sorted(unknown)} (available: {sorted(fields)})")
+
+
+def _check_system_prompt(spec) -> None:
+    if spec.system_prompt is not None and not spec.chat_template:
+        raise ValueError("system_prompt needs chat_template: true (a raw prompt has no system message)")
 
 
 class CountdownTaskSpec(Strict):
@@ -153,6 +185,8 @@ class DatasetTaskSpec(Strict):
     """Python format string over the row's fields."""
     chat_template: bool = False
     """Wrap the prompt in the tokenizer's chat template (instruction-tuned models)."""
+    system_prompt: str | None = None
+    """A system message before the question (needs chat_template)."""
     verifier: Literal["math", "integer"] = "math"
     """Verifier that decides correctness for this dataset."""
 
@@ -171,6 +205,7 @@ class DatasetTaskSpec(Strict):
                 raise ValueError(f"answer_regex {self.answer_regex!r}: needs a group, e.g. `answer: (\\S+)` (the first group is the answer)")
         if self.eval_split and self.eval_path:
             raise ValueError("give eval_split (hub datasets) or eval_path (local files), not both")
+        _check_system_prompt(self)
         return self
 
 
@@ -193,8 +228,15 @@ class ReasoningGymTaskSpec(Strict):
     """Python format string over `question`; the verifier reads the last <answer>...</answer>."""
     chat_template: bool = False
     """Wrap the prompt in the tokenizer's chat template (instruction-tuned models)."""
+    system_prompt: str | None = None
+    """A system message before the question (needs chat_template)."""
     correct_threshold: float = Field(1.0, gt=0, le=1)
     """A response is `correct` when the generator's score is at least this (its scorers give partial credit)."""
+
+    @model_validator(mode="after")
+    def _system_needs_chat(self):
+        _check_system_prompt(self)
+        return self
 
 
 TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec, ReasoningGymTaskSpec], Field(discriminator="name")]
@@ -375,7 +417,8 @@ class OverlongSpec(Strict):
 
 # --- reward --------------------------------------------------------------------------------------
 # How rlvr_cli.rewards finds a final answer in a response of a task without an answer marker.
-ExtractMethod = Literal["boxed", "gsm8k", "last_number"]
+ExtractMethod = Literal["boxed", "gsm8k", "last_number", "answer_tags", "answer_colon", "answer_tags_lenient",
+                        "answer_colon_lenient"]
 
 
 class VerifierTerm(Strict):
@@ -387,7 +430,7 @@ class VerifierTerm(Strict):
 
 class FormatTerm(Strict):
     type: Literal["format"]
-    """Shaped reward: 1 when the response follows the task's format (its answer marker followed by a readable answer; without a marker, a `\\boxed{}` or `####` answer), optionally after a <think> block."""
+    """Shaped reward: 1 when the response follows the task's format (its answer marker followed by a readable answer; without a marker, an answer found by one of `reward.extract`'s methods other than `last_number`, by default a `\\boxed{}` or `####` answer), optionally after a <think> block."""
     weight: float = 0.1
     """w_k: this term's weight in r = sum_k w_k * term_k."""
     think: bool = False
@@ -449,7 +492,7 @@ class RewardSpec(Strict):
     worker_memory_mb: int = Field(4096, ge=256, le=1_048_576)
     """Address-space limit of each verifier worker: a sympy blow-up becomes an `error` outcome instead of exhausting the machine."""
     extract: list[ExtractMethod] = Field(default_factory=lambda: ["boxed", "gsm8k", "last_number"], min_length=1)
-    """How the final answer is found when the task has no answer marker (datasets), methods tried in order: `boxed` the last \\boxed{...}, `gsm8k` the text after the last `####`, `last_number` the last number. A method that finds its sign but cannot read what follows ends the search (no fallback). Tasks with a marker use the text after its last occurrence only."""
+    """How the final answer is found when the task has no answer marker (datasets, chat-form tasks), methods tried in order: `boxed` the last \\boxed{...}, `gsm8k` the text after the last `####`, `last_number` the last number, `answer_tags` the last <answer>...</answer>, `answer_colon` the rest of the line after the last `Answer:`; the `_lenient` forms also read `the answer is N` and reduce words to their last number. A method that finds its sign but cannot read what follows ends the search (no fallback). Tasks with a marker use the text after its last occurrence only. The `format` term asks for one of the methods listed other than `last_number` (`boxed`/`gsm8k` when none)."""
     math_rel_tol: float = Field(5e-6, ge=0, le=0.1)
     """Math verifier: when a decimal is involved, numbers match if |a - b| <= math_rel_tol * max(|a|, |b|) (5e-6: about 6 significant digits); exact numbers must be equal."""
     truncated_is_incorrect: bool = True

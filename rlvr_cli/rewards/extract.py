@@ -1,5 +1,5 @@
 """Finding the final answer in a response: after the task's marker, in the last ``\\boxed{}``, after
-GSM8K's ``####``, or the last number.
+GSM8K's ``####``, in the last ``<answer>...</answer>``, after the last ``Answer:``, or the last number.
 
 Rules (shared by the integer and math verifiers, ``format`` and ``format_only``):
 
@@ -12,6 +12,16 @@ Rules (shared by the integer and math verifiers, ``format`` and ``format_only``)
   falling back to "the last number" there would turn a broken ``\\boxed{\\frac{1}{2`` into the answer
   ``2`` (one of math-verify's known false positives).
 
+Free text (an instruct model's answer) has strict and lenient extractors:
+
+- ``answer_tags`` / ``answer_colon`` (strict): the content of the last ``<answer>...</answer>`` /
+  the rest of the line after the last ``answer:`` (any case, ``final answer:``, markdown ``**Answer:**``);
+  the verifier must read that text whole (``<answer>The sum is 12</answer>`` is unparseable).
+- ``answer_tags_lenient`` / ``answer_colon_lenient``: the same places, but ``answer_colon_lenient``
+  also reads ``the answer is N`` / ``answer = N`` and ends the answer at the end of its sentence, and
+  a found text that is words rather than one answer (it has a space and a letter) is reduced to its
+  last number: ``The answer is 12, since 6 + 6 = 12.`` -> ``12``.
+
 Every function here runs in time linear in the response (``str.rfind``, one left-to-right brace scan,
 one regex without nested quantifiers), so it is safe to run in-process on untrusted text of any size.
 """
@@ -21,10 +31,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-EXTRACT_METHODS = ("boxed", "gsm8k", "last_number")
-DEFAULT_EXTRACT = EXTRACT_METHODS
+EXTRACT_METHODS = ("boxed", "gsm8k", "last_number", "answer_tags", "answer_colon", "answer_tags_lenient",
+                   "answer_colon_lenient")
+"""Every extractor, by the name a recipe's ``reward.extract`` gives it."""
+DEFAULT_EXTRACT = ("boxed", "gsm8k", "last_number")
 EXPLICIT_METHODS = ("boxed", "gsm8k")
-"""Methods where the response states its answer on purpose (what the `format` reward asks for)."""
+"""The `format` reward's default: methods where the response states its answer on purpose."""
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # One number: optional sign, digits with optional thousands commas, optional decimals, exponent or
@@ -104,7 +116,73 @@ def last_number(response: str) -> str | None:
     return last.group(0) if last else None
 
 
-_METHODS = {"boxed": last_boxed, "gsm8k": gsm8k_answer, "last_number": last_number}
+_TAG_OPEN, _TAG_CLOSE = "<answer>", "</answer>"
+_ANSWER_COLON = re.compile(r"answer\**[ \t]*:[ \t]*\**", re.IGNORECASE)
+_ANSWER_PHRASE = re.compile(r"answer\**[ \t]*(?::|=|\bis\b)[ \t]*\**", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|[\n;]")
+
+
+def answer_tags(response: str) -> str | None:
+    """Content of the last ``<answer>...</answer>``; None without an ``<answer>``.
+
+    Raises Broken when the last ``<answer>`` is never closed (a cut or malformed final answer).
+    """
+    start = response.rfind(_TAG_OPEN)
+    if start < 0:
+        return None
+    end = response.find(_TAG_CLOSE, start)
+    if end < 0:
+        raise Broken("<answer> without </answer>")
+    return response[start + len(_TAG_OPEN) : end]
+
+
+def _last_match(pattern: re.Pattern, response: str):
+    last = None
+    for m in pattern.finditer(response):
+        last = m
+    return last
+
+
+def answer_colon(response: str) -> str | None:
+    """The rest of the line after the last ``answer:`` (``Final Answer: 12`` -> ``12``); None without one."""
+    m = _last_match(_ANSWER_COLON, response)
+    if m is None:
+        return None
+    line = response[m.end() :].split("\n", 1)[0].strip().strip("*").strip()
+    if not line:
+        raise Broken("nothing after answer:")
+    return line
+
+
+def _words_to_number(text: str) -> str:
+    """A found text that is words (a space and a letter) -> its last number; an answer alone stays."""
+    if " " in text.strip() and re.search(r"[A-Za-z]", text):
+        return last_number(text) or text
+    return text
+
+
+def answer_tags_lenient(response: str) -> str | None:
+    found = answer_tags(response)
+    return None if found is None else _words_to_number(found)
+
+
+def answer_colon_lenient(response: str) -> str | None:
+    """The sentence after the last ``answer:`` / ``answer is`` / ``answer =``, reduced to its last
+    number when it is words: ``The answer is 12, since 6 + 6 = 12.`` -> ``12``."""
+    m = _last_match(_ANSWER_PHRASE, response)
+    if m is None:
+        return None
+    rest = response[m.end() :]
+    end = _SENTENCE_END.search(rest)
+    sentence = (rest[: end.start()] if end else rest).strip().strip("*").strip()
+    if not sentence:
+        raise Broken("nothing after the answer phrase")
+    return _words_to_number(sentence)
+
+
+_METHODS = {"boxed": last_boxed, "gsm8k": gsm8k_answer, "last_number": last_number, "answer_tags": answer_tags,
+            "answer_colon": answer_colon, "answer_tags_lenient": answer_tags_lenient,
+            "answer_colon_lenient": answer_colon_lenient}
 
 
 def clean_answer(text: str) -> str:

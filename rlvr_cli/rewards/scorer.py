@@ -198,7 +198,7 @@ class Scorer:
             return 1.0 if outcomes[slot].outcome == "correct" else 0.0
         try:
             if term.type == "format":
-                return format_reward(item.response, self.true_verifier, self.marker, term.think)
+                return format_reward(item.response, self.true_verifier, self.marker, term.think, self.spec.extract)
             if term.type == "format_only":
                 return format_only_reward(item.response, self.true_verifier, self.options)
         except Exception:  # noqa: BLE001 - never raise for model output; a broken extractor scores 0

@@ -3,6 +3,7 @@ and `dataset` for any file or Hugging Face dataset)."""
 
 from __future__ import annotations
 
+from rlvr_cli.errors import UserError
 from rlvr_cli.tasks.base import Problem, Task, TraceTask, stable_hash
 
 BUILTIN_TASKS = ("arithmetic", "countdown")
@@ -15,8 +16,6 @@ def build_task(spec) -> Task:
 
     if isinstance(spec, str):
         if spec not in BUILTIN_TASKS:
-            from rlvr_cli.errors import UserError
-
             raise UserError(f"--task {spec}: unknown built-in task (choose from {', '.join(BUILTIN_TASKS)}, or pass a recipe)")
         spec = {"arithmetic": schema.ArithmeticTaskSpec, "countdown": schema.CountdownTaskSpec}[spec]()
     if spec.name == "arithmetic":
@@ -36,15 +35,27 @@ def build_task(spec) -> Task:
     return DatasetTask(spec)
 
 
+def chat_messages(spec, problem: Problem) -> list[dict[str, str]]:
+    """The conversation a chat-form prompt is: an optional system message (``task.system_prompt``), then the question."""
+    system = getattr(spec, "system_prompt", None)
+    return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": problem.prompt}]
+
+
 def encode_prompt(tokenizer, task: Task, problem: Problem) -> list[int]:
-    """Token ids of a prompt, through the tokenizer's chat template when the task asks for it."""
+    """Token ids of a prompt, through the tokenizer's chat template when the task asks for it.
+
+    A chat prompt is rendered to text by the template and then tokenized without adding special
+    tokens (the template writes the ones the model expects): the same ids whichever container
+    ``apply_chat_template`` returns (a list in transformers 4, a ``BatchEncoding`` in 5).
+    """
     spec = getattr(task, "spec", None)
     if getattr(spec, "chat_template", False):
-        ids = tokenizer.apply_chat_template(
-            [{"role": "user", "content": problem.prompt}], add_generation_prompt=True, tokenize=True
-        )
-        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+        if not getattr(tokenizer, "chat_template", None):
+            raise UserError("task.chat_template: true, but the model's tokenizer has no chat template "
+                            "(set chat_template: false and write the whole prompt in prompt_template)")
+        text = tokenizer.apply_chat_template(chat_messages(spec, problem), add_generation_prompt=True, tokenize=False)
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
     return list(tokenizer(problem.prompt, add_special_tokens=True)["input_ids"])
 
 
-__all__ = ["BUILTIN_TASKS", "Problem", "Task", "TraceTask", "build_task", "encode_prompt", "stable_hash"]
+__all__ = ["BUILTIN_TASKS", "Problem", "Task", "TraceTask", "build_task", "chat_messages", "encode_prompt", "stable_hash"]

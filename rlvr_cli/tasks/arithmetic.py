@@ -1,4 +1,6 @@
-"""Built-in task `arithmetic`: zero-padded multi-digit addition, `347+285=` -> `...#632`.
+"""Built-in task `arithmetic`: zero-padded multi-digit addition, `347+285=` -> `...#632`; or, with
+``prompt_template`` (e.g. `What is {a} + {b}?`, usually with ``chat_template``), the same sums asked
+as a question to an instruct model, whose free-text answer is read by the recipe's ``reward.extract``.
 
 The supervised traces (the warm start's data) come in styles of very different length that are all
 correct, so that response length can drift under RL without changing correctness, and many distinct
@@ -54,11 +56,13 @@ def column_totals(a: int, b: int, digits: int, error_col: int | None = None, del
 
 class ArithmeticTask:
     name = "arithmetic"
-    answer_marker = MARKER
     verifier = "integer"
 
     def __init__(self, spec: ArithmeticSpec | None = None):
         self.spec = spec or ArithmeticSpec()
+        # The raw form's answer follows `#`; a question (prompt_template) is answered in free text,
+        # read by the recipe's reward.extract.
+        self.answer_marker = MARKER if self.spec.prompt_template is None else ""
         d = self.spec.digits
         self._space = 10 ** (2 * d)
         if self.spec.num_eval * 2 > self._space:
@@ -83,7 +87,8 @@ class ArithmeticTask:
     # --- prompts ---------------------------------------------------------------------------------
     def problem(self, a: int, b: int) -> Problem:
         d = self.spec.digits
-        prompt = f"{a:0{d}d}+{b:0{d}d}="
+        template = self.spec.prompt_template
+        prompt = f"{a:0{d}d}+{b:0{d}d}=" if template is None else template.format(a=a, b=b)
         return Problem(id=f"add{d}:{a:0{d}d}+{b:0{d}d}", prompt=prompt, reference=str(a + b), meta={"a": a, "b": b})
 
     def eval_problems(self) -> list[Problem]:
@@ -128,6 +133,8 @@ class ArithmeticTask:
     # --- supervised traces -----------------------------------------------------------------------
     def trace(self, problem: Problem, rng: random.Random) -> str:
         s, d = self.spec, self.spec.digits
+        if s.prompt_template is not None:
+            raise UserError("task.prompt_template: supervised traces exist only for the raw `347+285=` form")
         a, b = problem.meta["a"], problem.meta["b"]
         rambles = self._filler_length(rng) if rng.random() < s.ramble_prob else 0
         error_rate = s.ramble_error_rate if rambles else s.error_rate
