@@ -218,6 +218,8 @@ class AnswerCheckTaskSpec(Strict):
     """Probability of filler `,wait` after a check that ends `?ok`."""
     ramble_mean: float = Field(4.0, ge=1, le=16)
     """Mean number of filler words when a trace rambles (geometric: the same chance of one more word after each)."""
+    check_marks: bool = False
+    """Zero-pad the answer to digits+1 and mark each check column whose digit disagrees with the answer's with `!` (`4+8+1=13!`), so the verdict is a local comparison."""
 
 
 TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec, ReasoningGymTaskSpec, AnswerCheckTaskSpec], Field(discriminator="name")]
