@@ -80,3 +80,25 @@ def test_held_out_prompts_are_never_trained_on():
     assert not held & {p.id for p in task.train_problems(random.Random(0), 200)}
     with pytest.raises(UserError, match="task.num_eval"):
         AnswerCheckTask(AnswerCheckTaskSpec(digits=1, num_eval=60))
+
+
+def test_check_marks_worked_examples():
+    # 347 + 285 = 632, answered 642: the tens column's digit 3 disagrees with the answer's 4
+    task = AnswerCheckTask(AnswerCheckTaskSpec(check_marks=True))
+    assert task.check_text(347, 285, 642) == "7+5=12,4+8+1=13!,3+2+1=6=0632"
+    assert task.check_text(347, 285, 632) == "7+5=12,4+8+1=13,3+2+1=6=0632"
+    # only the leading digit wrong (1632): the last column's carry-out 0 disagrees with it
+    assert task.check_text(347, 285, 1632) == "7+5=12,4+8+1=13,3+2+1=6!=0632"
+    terse = AnswerCheckTask(AnswerCheckTaskSpec(check="terse", check_marks=True))
+    assert terse.check_text(347, 285, 642) == "12,13!,6=0632"
+    assert task.answer_text(42) == "0042"
+
+
+def test_check_marks_agree_with_the_verdict_and_the_verifier():
+    task = AnswerCheckTask(AnswerCheckTaskSpec(check_marks=True, answer_error_rate=0.5))
+    rng = random.Random(3)
+    for p in task.train_problems(rng, 500):
+        text = task.trace(p, rng)
+        assert text.startswith("####") and len(text.split("\n")[0]) == 4 + 4  # zero-padded to digits + 1
+        right = check(text, p.reference, "", ("gsm8k",)).outcome == "correct"
+        assert right == ("!" not in text) == (task.verdict(text) == "ok")

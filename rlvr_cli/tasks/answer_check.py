@@ -19,6 +19,10 @@ The supervised traces carry a wrong answer with probability ``answer_error_rate`
 by 1-3, propagated through the carries), so that `?no` has examples; the check is always right. The
 filler `,wait` follows `?no` with probability ``ramble_given_wrong`` and `?ok` with
 ``ramble_given_right``, its length geometric with mean ``ramble_mean`` words (capped at 4x the mean).
+With ``check_marks`` the answer is zero-padded to digits+1 (every digit at a fixed place) and each
+check column whose digit disagrees with the answer's is marked `!` (`####0642` ... `4+8+1=13!,...`):
+the verdict then needs no comparison of two numbers far apart, which the 0.39M model did not learn
+(its verdicts without marks did not depend on its own correctness; with them they do).
 Score it with ``reward.extract: [gsm8k]``: without `####` the chain's `last_number` would read the
 check's own sum.
 """
@@ -97,18 +101,34 @@ class AnswerCheckTask:
         return None if i < 0 else response[i + 1 : i + 3]
 
     # --- supervised traces -----------------------------------------------------------------------
-    def check_text(self, a: int, b: int) -> str:
-        """The column work that re-derives a + b (verbose `7+5=12,...` or terse `12,13,6`) and `=sum`."""
-        d = self.spec.digits
+    def answer_text(self, answer: int) -> str:
+        """The answer as written: zero-padded to digits+1 with ``check_marks`` (each digit at a fixed place)."""
+        return f"{answer:0{self.spec.digits + 1}d}" if self.spec.check_marks else str(answer)
+
+    def check_text(self, a: int, b: int, answer: int | None = None) -> str:
+        """The column work that re-derives a + b (verbose `7+5=12,...` or terse `12,13,6`) and `=sum`.
+
+        With ``check_marks`` a column whose digit disagrees with ``answer``'s is marked `!` (the last
+        column also when its carry-out disagrees with the answer's leading digit), and the sum is
+        zero-padded like the answer: 347+285 answered 642 -> `7+5=12,4+8+1=13!,3+2+1=6=0632`.
+        """
+        d, marks = self.spec.digits, self.spec.check_marks
         totals, total = column_totals(a, b, d)
+        answer = total if answer is None else answer
+
+        def mark(j: int, t: int) -> str:
+            wrong = t % 10 != (answer // 10**j) % 10 or (j == d - 1 and t // 10 != answer // 10**d)
+            return "!" if marks and wrong else ""
+
         if self.spec.check == "terse":
-            return ",".join(str(t) for t in totals) + f"={total}"
-        parts, carry = [], 0
-        for j, t in enumerate(totals):
-            da, db = (a // 10**j) % 10, (b // 10**j) % 10
-            parts.append(f"{da}+{db}" + (f"+{carry}" if carry else "") + f"={t}")
-            carry = t // 10
-        return ",".join(parts) + f"={total}"
+            parts = [f"{t}{mark(j, t)}" for j, t in enumerate(totals)]
+        else:
+            parts, carry = [], 0
+            for j, t in enumerate(totals):
+                da, db = (a // 10**j) % 10, (b // 10**j) % 10
+                parts.append(f"{da}+{db}" + (f"+{carry}" if carry else "") + f"={t}{mark(j, t)}")
+                carry = t // 10
+        return ",".join(parts) + f"={self.answer_text(total)}"
 
     def _filler_length(self, rng: random.Random) -> int:
         """Geometric with mean m = ramble_mean: one more word with probability 1 - 1/m after each."""
@@ -131,4 +151,4 @@ class AnswerCheckTask:
         verdict = CHECK_OK if right else CHECK_NO
         rambles = rng.random() < (s.ramble_given_right if right else s.ramble_given_wrong)
         filler = FILLER * self._filler_length(rng) if rambles else ""
-        return f"{ANSWER_SIGN}{answer}\n{self.check_text(a, b)}{verdict}{filler}"
+        return f"{ANSWER_SIGN}{self.answer_text(answer)}\n{self.check_text(a, b, answer)}{verdict}{filler}"
