@@ -7,6 +7,11 @@
 - ``builtin:tiny-length``: the base of the length-inflation experiment (recipe ``base_sft_length``):
   arithmetic traces whose filler `wait,` goes with a deliberate error far more often than with
   correct work, placed after the work (so it cannot cause the error).
+- ``builtin:tiny-check``: the base of the length-inflation experiment of issue 32 (recipe
+  ``base_sft_check``): `answer_check` traces that state the sum at once, then check it by column work
+  and ramble after a failed check; ``tiny-check4`` (4 digits, terse check), ``tiny-check-marked`` and
+  ``tiny-check4-marked`` (the check marks each column that disagrees with the answer) are the other
+  candidates measured for it.
 
 The cache key is a hash of the fully resolved warm-start recipe and of :data:`BUILD_VERSION`, so
 editing the recipe (or the trace generator, with a version bump) rebuilds the model; builds are
@@ -29,7 +34,15 @@ from rlvr_cli.errors import UserError
 BUILD_VERSION = 2
 """Bump when the task generators or the architecture change in a way the recipe does not show."""
 
-WARM_START_RECIPES = {"tiny": "base_sft", "tiny-countdown": "base_sft_countdown", "tiny-length": "base_sft_length"}
+WARM_START_RECIPES = {
+    "tiny": "base_sft",
+    "tiny-countdown": "base_sft_countdown",
+    "tiny-length": "base_sft_length",
+    "tiny-check": "base_sft_check",
+    "tiny-check4": "base_sft_check4",
+    "tiny-check-marked": "base_sft_check_marked",
+    "tiny-check4-marked": "base_sft_check4_marked",
+}
 
 
 def cache_root() -> Path:

@@ -239,7 +239,32 @@ class ReasoningGymTaskSpec(Strict):
         return self
 
 
-TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec, ReasoningGymTaskSpec], Field(discriminator="name")]
+class AnswerCheckTaskSpec(Strict):
+    """Addition answered first and checked after (`347+285=` -> `####632` newline `7+5=12,...=632?ok`); the answer is the line after `####`."""
+
+    name: Literal["answer_check"] = "answer_check"
+    """Task kind."""
+    digits: int = Field(3, ge=1, le=9)
+    """Digits per operand (operands are zero-padded to this width)."""
+    num_eval: int = Field(256, ge=1, le=100_000)
+    """Size of the held-out prompt set (disjoint from every training prompt)."""
+    split_seed: int = 1234
+    """Seed that picks the held-out prompts; shared by all runs so evaluations line up."""
+    check: Literal["verbose", "terse"] = "verbose"
+    """How the check re-derives the sum after the answer: one equation per column (`7+5=12,...`) or the column totals (`12,13,6`)."""
+    answer_error_rate: float = Field(0.3, ge=0, le=1)
+    """Probability that a supervised trace's answer is wrong (one column total off by 1-3, propagated); its check then ends `?no`."""
+    ramble_given_wrong: float = Field(0.9, ge=0, le=1)
+    """Probability of filler `,wait` after a check that ends `?no`."""
+    ramble_given_right: float = Field(0.1, ge=0, le=1)
+    """Probability of filler `,wait` after a check that ends `?ok`."""
+    ramble_mean: float = Field(4.0, ge=1, le=16)
+    """Mean number of filler words when a trace rambles (geometric: the same chance of one more word after each)."""
+    check_marks: bool = False
+    """Zero-pad the answer to digits+1 and mark each check column whose digit disagrees with the answer's with `!` (`4+8+1=13!`), so the verdict is a local comparison."""
+
+
+TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec, ReasoningGymTaskSpec, AnswerCheckTaskSpec], Field(discriminator="name")]
 
 
 # --- rollout -------------------------------------------------------------------------------------

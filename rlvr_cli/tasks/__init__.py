@@ -1,12 +1,12 @@
-"""Tasks: prompt sources with held-out splits and gold answers (built-in `arithmetic` and `countdown`,
-and `dataset` for any file or Hugging Face dataset)."""
+"""Tasks: prompt sources with held-out splits and gold answers (built-in `arithmetic`, `countdown` and
+`answer_check`, and `dataset` for any file or Hugging Face dataset)."""
 
 from __future__ import annotations
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.tasks.base import Problem, Task, TraceTask, stable_hash
 
-BUILTIN_TASKS = ("arithmetic", "countdown")
+BUILTIN_TASKS = ("arithmetic", "countdown", "answer_check")
 """Tasks that need no data file: `--task NAME` and a recipe's `task: {name: NAME}` both accept them."""
 
 
@@ -17,7 +17,11 @@ def build_task(spec) -> Task:
     if isinstance(spec, str):
         if spec not in BUILTIN_TASKS:
             raise UserError(f"--task {spec}: unknown built-in task (choose from {', '.join(BUILTIN_TASKS)}, or pass a recipe)")
-        spec = {"arithmetic": schema.ArithmeticTaskSpec, "countdown": schema.CountdownTaskSpec}[spec]()
+        spec = {
+            "arithmetic": schema.ArithmeticTaskSpec,
+            "countdown": schema.CountdownTaskSpec,
+            "answer_check": schema.AnswerCheckTaskSpec,
+        }[spec]()
     if spec.name == "arithmetic":
         from rlvr_cli.tasks.arithmetic import ArithmeticTask
 
@@ -26,6 +30,10 @@ def build_task(spec) -> Task:
         from rlvr_cli.tasks.countdown import CountdownTask
 
         return CountdownTask(spec)
+    if spec.name == "answer_check":
+        from rlvr_cli.tasks.answer_check import AnswerCheckTask
+
+        return AnswerCheckTask(spec)
     if spec.name == "reasoning_gym":
         from rlvr_cli.tasks.reasoning_gym import ReasoningGymTask
 
