@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,9 @@ from test_compare_synth import recipe, write_run
 from rlvr_cli.compare import compare_runs
 from rlvr_cli.errors import UserError
 
-N = 8
-PROMPTS = 40
-STEPS = (0, 10, 20, 40, 80, 160)
+N = 16
+PROMPTS = 96
+STEPS = (0, 5, 10, 20, 40, 80, 160)
 
 
 def _curve(step: int, a: float, mid: float, r0: float = 0.3, b: float = 1.5) -> float:
@@ -28,10 +29,10 @@ def _curve(step: int, a: float, mid: float, r0: float = 0.3, b: float = 1.5) -> 
 
 
 def write_arm(root: Path, name: str, seed: int, *, a: float, mid: float, prompts=None, n: int = N,
-              greedy: bool = False, nan_at: int | None = None, **rec) -> Path:
+              greedy: bool = False, nan_at: int | None = None, salt: int = 0, **rec) -> Path:
     """A run whose eval files carry per-prompt counts drawn around a known learning curve: prompt i has
     difficulty d_i (shared by every arm: the pairing), and its success rate follows the curve."""
-    rng = np.random.default_rng(1000 * seed + hash(name) % 997)
+    rng = np.random.default_rng(1000 * seed + zlib.crc32(name.encode()) + salt)
     ids = prompts or [f"p{i}" for i in range(PROMPTS)]
     difficulty = np.random.default_rng(7).normal(0, 1.2, len(ids))
     evals = {}
@@ -60,7 +61,7 @@ def _summary(out: Path) -> tuple[dict, str]:
     return json.loads((out / "summary.json").read_text()), (out / "summary.md").read_text()
 
 
-def test_better_arm_is_found_with_paired_seeds_and_the_curves_say_faster(tmp_path):
+def test_a_faster_arm_is_paired_by_seed_and_the_curves_say_faster(tmp_path):
     runs = [write_arm(tmp_path, "ctl", s, a=0.6, mid=60) for s in range(3)]
     runs += [write_arm(tmp_path, "fast", s, a=0.6, mid=12) for s in range(3)]
     res = compare_runs([str(r) for r in runs], tmp_path / "cmp", n_resamples=2000)
@@ -124,7 +125,7 @@ def test_hostile_arms_are_refused_with_the_reason_and_the_rest_is_compared(tmp_p
               ("good", "moved", "n4", "nan", "noeval")}
     assert by[labels["good"]]["refused"] is None and by[labels["good"]]["verdict"]
     assert "different prompts" in by[labels["moved"]]["refused"] and "'q0'" in by[labels["moved"]]["refused"]
-    assert "different n (8 vs 4" in by[labels["n4"]]["refused"]
+    assert "different n (16 vs 4" in by[labels["n4"]]["refused"]
     assert "correct = nan" in by[labels["nan"]]["refused"] and "per_prompt[3] ('p3')" in by[labels["nan"]]["refused"]
     assert by[labels["noeval"]]["refused"].endswith("no eval files: nothing to pair")
     for name in ("moved", "n4", "nan", "noeval"):
@@ -169,3 +170,36 @@ def test_provenance_records_base_weights_hash_and_git_commit(tmp_path):
     assert summary["runs"][0]["provenance"]["base_weights"] == want
     assert summary["provenance"]["git_commit"] == ["abcdef1234567890", None]
     assert "code revision: abcdef123456 (unknown for some runs)" in md
+
+
+def test_cli_control_flag_prints_the_verdict_column_and_survives_a_nan(tmp_path, capsys, monkeypatch):
+    from rlvr_cli.cli import main
+    from rlvr_cli.cli.common import console
+
+    monkeypatch.setattr(console, "_width", 250)
+    runs = [write_arm(tmp_path, "ctl", 0, a=0.6, mid=40), write_arm(tmp_path, "nan", 0, a=0.6, mid=40, nan_at=0),
+            write_arm(tmp_path, "ok", 0, a=0.6, mid=40)]
+    with pytest.raises(SystemExit) as e:
+        main(["compare", *map(str, runs), "--out", str(tmp_path / "cmp"), "--control", "loss.aggregation=ok",
+              "--resamples", "300"])
+    assert e.value.code == 0
+    err = capsys.readouterr().err
+    assert "vs loss.aggregation=ok" in err and "not paired" in err and "control" in err
+    summary, md = _summary(tmp_path / "cmp")
+    assert summary["settings"]["resamples"] == 300 and summary["control"] == "loss.aggregation=ok"
+    assert "## Against the control (`loss.aggregation=ok`)" in md
+    with pytest.raises(SystemExit) as e:
+        main(["compare", *map(str, runs), "--out", str(tmp_path / "x"), "--control", "nope"])
+    assert e.value.code == 2
+
+
+def test_a_clearly_better_arm_is_better_and_the_mirror_is_worse(tmp_path):
+    runs = [write_arm(tmp_path, "ctl", s, a=0.45, mid=40) for s in range(2)]
+    runs += [write_arm(tmp_path, "up", s, a=0.85, mid=40) for s in range(2)]
+    runs += [write_arm(tmp_path, "down", s, a=0.05, mid=40) for s in range(2)]
+    compare_runs([str(r) for r in runs], tmp_path / "cmp", n_resamples=1000)
+    summary, md = _summary(tmp_path / "cmp")
+    up, down = (summary["variants"][i]["against_control"] for i in (1, 2))
+    assert up["verdict"] == "better" and up["pass@1"]["low"] > 0 and up["mcnemar"]["p_holm"] < 0.05
+    assert down["verdict"] == "worse" and down["pass@1"]["high"] < 0
+    assert "**better** than" in md and "**worse** than" in md
