@@ -114,7 +114,8 @@ def _against_cell(a: dict | None) -> str:
         return "[yellow]not paired[/yellow]"
     d = a["pass@1"]
     colour = {"better": "green", "worse": "red"}.get(a["verdict"])
-    word = f"[{colour}]{a['verdict']}[/{colour}]" if colour else a["verdict"]
+    short = a["verdict"].replace(" at this budget", "")  # the rule and the budget are in summary.md
+    word = f"[{colour}]{short}[/{colour}]" if colour else short
     return f"{word} {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] @{a['step']}"
 
 

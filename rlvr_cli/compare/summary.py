@@ -386,8 +386,9 @@ def curve_sentence(label: str, cmp: dict | None, curve: dict | None, control: st
     """Ceiling and midpoint of both curves and what differs: "faster" / "slower", "higher/lower ceiling"."""
     if curve is None or curve["refused"]:
         return f"Learning curve: not fitted ({curve['refused'] if curve else 'no curve'})."
-    text = f"Learning curve: ceiling {_iv(curve['a'])} vs {_iv((control_curve or {}).get('a'))}, midpoint " \
-           f"{_iv(curve['c_mid'], '.0f')} vs {_iv((control_curve or {}).get('c_mid'), '.0f')} steps"
+    cc = control_curve or {}
+    text = (f"Learning curve: ceiling {_iv(curve['a'])} against {control}'s {_iv(cc.get('a'))}, midpoint "
+            f"{_iv(curve['c_mid'], '.3g')} against {_iv(cc.get('c_mid'), '.3g')} steps")
     words = []
     if cmp and cmp["ceiling"] in ("higher", "lower"):
         words.append(f"**{cmp['ceiling']} ceiling**")
