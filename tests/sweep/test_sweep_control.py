@@ -8,7 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent.parent))  # the synthetic-run helpers of tests/test_compare_synth.py
+# the synthetic-run helpers of test_compare_synth.py, in tests/ or (once the tests are reorganised) tests/compare/
+sys.path[:0] = [str(Path(__file__).parents[1]), str(Path(__file__).parents[1] / "compare")]
 from test_compare_synth import recipe, write_run
 
 from rlvr_cli import rundir
