@@ -38,6 +38,15 @@ def compare(
             "differ between variants."
         ),
     ),
+    control: str | None = typer.Option(
+        None,
+        "--control",
+        help=(
+            "The arm every other is tested against, paired by prompt (a variant label as printed, or one of "
+            "its run directories). Default: the first variant."
+        ),
+    ),
+    resamples: int = typer.Option(10_000, "--resamples", min=1, help="Bootstrap resamples of the paired intervals."),
     tensorboard: str | None = typer.Option(
         None, "--tensorboard", help="Also write every run's metrics as TensorBoard event files under this directory."
     ),
@@ -48,7 +57,8 @@ def compare(
     """
     from rlvr_cli.compare import compare_runs
 
-    result = compare_runs(runs, Path(out), smooth=smooth, band=band, label_by=label_by)
+    result = compare_runs(runs, Path(out), smooth=smooth, band=band, label_by=label_by, control=control,
+                          n_resamples=resamples)
     if tensorboard is not None:
         from rlvr_cli.trackers import write_tensorboard
 
@@ -63,6 +73,9 @@ def compare(
     ks = {v["k"] for v in summary["variants"] if v["k"] is not None}
     same_k = len(ks) == 1
     table.add_column(f"pass@{ks.pop()}" if same_k else "pass@k", justify="right")
+    many = len(summary["variants"]) > 1
+    if many:
+        table.add_column(f"vs {escape(summary['control'])}", overflow="fold", ratio=2)
     table.add_column("diagnosis", overflow="fold", ratio=2)
     for v in summary["variants"]:
         f = v["final"]
@@ -72,6 +85,7 @@ def compare(
             "/".join(str(s) for s in sorted(set(v["last_steps"]))),
             _mean(f["pass@1"]),
             _mean(f["pass@k"]) + (f" (k={v['k']})" if v["k"] and not same_k else ""),
+            *([_against_cell(v["against_control"])] if many else []),
             _diagnosis_cell(v["diagnosis"]),
         )
     console.print(table)
@@ -90,6 +104,19 @@ def _mean(sp: dict) -> str:
     if not sp["n"]:
         return "-"
     return f"{sp['mean']:.3f}" + (f"±{sp['std']:.3f}" if sp["std"] is not None else "")
+
+
+def _against_cell(a: dict | None) -> str:
+    """The verdict against the control with the pass@1 difference, `control` for the control itself."""
+    if a is None:
+        return "control"
+    if a["refused"] is not None:
+        return "[yellow]not paired[/yellow]"
+    d = a["pass@1"]
+    colour = {"better": "green", "worse": "red"}.get(a["verdict"])
+    short = a["verdict"].replace(" at this budget", "")  # the rule and the budget are in summary.md
+    word = f"[{colour}]{short}[/{colour}]" if colour else short
+    return f"{word} {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] @{a['step']}"
 
 
 def _diagnosis_cell(diagnosis: dict) -> str:

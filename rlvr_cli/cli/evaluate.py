@@ -1,4 +1,7 @@
-"""`rlvr eval`: pass@k, maj@k and length of a model, or of a run's base model and checkpoints."""
+"""`rlvr eval`: pass@k, pass^k, maj@k and length of a model, or of a run's base model and checkpoints.
+
+pass^k (all k of k samples right, :func:`rlvr_cli.algo.passk.pass_hat_k`) is shown beside pass@k for
+each shown k > 1 (pass^1 = pass@1); the written records carry both tables for every k."""
 
 from __future__ import annotations
 
@@ -221,6 +224,8 @@ def _table(records: list[dict], model: str, task: str, s, out_dir: Path | None):
     ks = [ks[0], ks[-1]] if verbosity and len(ks) > 2 else ks  # room for the filler columns in 80
     mk = max((int(k) for k in first["maj_at_k"]), default=None)
     cols = [(f"pass@{k}", lambda r, k=k: _fmt(r["pass_at_k"].get(str(k)))) for k in ks]
+    hat = [k for k in ks if k > 1 and any(str(k) in (r.get("pass_hat_k") or {}) for r in records)]
+    cols += [(f"pass^{k}", lambda r, k=k: _fmt((r.get("pass_hat_k") or {}).get(str(k)))) for k in hat]
     cols += [(f"maj@{mk}", lambda r: _fmt(r["maj_at_k"].get(str(mk))))] if mk is not None else []
     cols += [("greedy", lambda r: _fmt(r["greedy_accuracy"]))] if s.greedy else []
     cols += [

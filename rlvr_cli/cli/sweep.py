@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 
 import typer
 from rich.markup import escape
@@ -83,10 +82,7 @@ def _summary_table(result) -> Table:
 def _compare(plan) -> None:
     """`rlvr compare` of every run into the spec's comparison directory (its table printed as usual)."""
     from rlvr_cli.cli.compare import compare
+    from rlvr_cli.compare.paired import N_RESAMPLES
     from rlvr_cli.sweep.runner import compare_kwargs
 
-    kwargs = compare_kwargs(plan)
-    params = inspect.signature(compare).parameters
-    if "control" not in params:  # the comparison takes no control arm yet (paired statistics: another issue)
-        kwargs.pop("control")
-    compare(**{k: v for k, v in kwargs.items()}, **({"tensorboard": None} if "tensorboard" in params else {}))
+    compare(**compare_kwargs(plan), resamples=N_RESAMPLES, tensorboard=None)

@@ -61,16 +61,19 @@ LENGTH_BIAS_PANELS = [
 BAND_ALPHA = 0.18
 
 
-def make_figure(variants: list[Variant], smooth: int = 5, band: str = "minmax") -> Figure:
+def make_figure(variants: list[Variant], smooth: int = 5, band: str = "minmax", against: dict | None = None) -> Figure:
     """Build the figure (not saved): 6 per-step panels (2 more when some run logged a remedy's statistics,
-    2 more when some run logged the length-bias metrics), the pass@k panel and a legend panel."""
+    2 more when some run logged the length-bias metrics), the pass@k panel and a legend panel, and with
+    two or more variants and ``against`` (:func:`rlvr_cli.compare.against.compare_to_control`) a forest
+    plot of each arm's paired difference from the control."""
     logged = lambda metrics: any(r.series(k) is not None for v in variants for r in v.runs for k, _, _ in metrics)  # noqa: E731
     panels = STEP_PANELS + (REMEDY_PANELS if any(logged(m) for _, m, _ in REMEDY_PANELS) else [])
     panels += LENGTH_BIAS_PANELS if logged(LENGTH_BIAS_PANELS[0][1]) else []
+    forest = against is not None and len(variants) > 1
     rows = len(panels) // 2 + 1
-    fig = Figure(figsize=(13, 3.75 * rows), layout="constrained")
+    fig = Figure(figsize=(13, 3.75 * rows + (0.6 + 0.45 * len(variants) if forest else 0)), layout="constrained")
     FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(rows, 2)
+    grid = fig.add_gridspec(rows + forest, 2, height_ratios=[3.75] * rows + ([0.6 + 0.45 * len(variants)] if forest else []))
     colors = _colors(len(variants))
     first = None
     for i, (title, metrics, log) in enumerate(panels):
@@ -81,6 +84,8 @@ def make_figure(variants: list[Variant], smooth: int = 5, band: str = "minmax") 
             _eval_pass1(ax, variants, colors)
     _passk_panel(fig.add_subplot(grid[rows - 1, 0]), variants, colors, band)
     _legend_panel(fig.add_subplot(grid[rows - 1, 1]), variants, colors, smooth, band)
+    if forest:
+        _forest_panel(fig.add_subplot(grid[rows, :]), variants, colors, against)
     return fig
 
 
@@ -253,6 +258,37 @@ def _legend_panel(ax, variants, colors, smooth, band) -> None:
         color="0.3",
         va="bottom",
     )
+
+
+def _forest_panel(ax, variants, colors, against: dict) -> None:
+    """One row per arm: the pass@1 difference from the control (dot) and its interval (bar), a lighter
+    square for pass^k; a refused arm is a grey row saying "not paired" (its reason is in summary.md)."""
+    arms = against["arms"]
+    order = [(i, v) for i, v in enumerate(variants) if v.label in arms]
+    hat_k = None
+    for row, (i, v) in enumerate(order):
+        a, y = arms[v.label], len(order) - 1 - row
+        if a["refused"] is not None or a["pass@1"] is None:
+            ax.text(0.5, y, "not paired (see summary.md)", color="grey", ha="center", va="center",
+                    transform=blended_transform_factory(ax.transAxes, ax.transData), fontsize=8)
+            continue
+        d = a["pass@1"]
+        ax.errorbar([d["mean"]], [y], xerr=[[d["mean"] - d["low"]], [d["high"] - d["mean"]]], fmt="o",
+                    color=colors[i], capsize=4, lw=2)
+        if a["k"] and a["k"] > 1 and a["pass^k"] is not None:
+            h, hat_k = a["pass^k"], a["k"]
+            ax.errorbar([h["mean"]], [y - 0.25], xerr=[[h["mean"] - h["low"]], [h["high"] - h["mean"]]], fmt="s",
+                        color=colors[i], alpha=0.4, capsize=2, lw=1, ms=4)
+        ax.text(1.01, y, a["verdict"], transform=blended_transform_factory(ax.transAxes, ax.transData),
+                va="center", fontsize=8)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(order)), [textwrap.shorten(v.label, 40) for _, v in reversed(order)], fontsize=8)
+    ax.set_ylim(-0.8, len(order) - 0.4)
+    seeds = " and seeds" if any(a.get("paired_seeds") for a in arms.values()) else ""
+    ax.set_xlabel(f"pass@1 difference vs {textwrap.shorten(against['control'], 40)} "
+                  f"({100 * against['confidence']:.4g}% simultaneous CI, paired by prompt{seeds})"
+                  + (f"; light squares: pass^{hat_k}" if hat_k else ""), fontsize=9)
+    ax.set_title("against the control: paired difference (other - control)", fontsize=10)
 
 
 def _span(values: list[int]) -> str:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr_cli.compare import paired
+from rlvr_cli.compare.against import compare_to_control, resolve_control
 from rlvr_cli.compare.diagnose import Verdict, diagnose
 from rlvr_cli.compare.load import Skipped, load_runs
 from rlvr_cli.compare.plot import make_figure, save_figure
+from rlvr_cli.compare.provenance import run_provenance
 from rlvr_cli.compare.summary import build_summary, render_markdown
 from rlvr_cli.compare.variants import Variant, differing_axes, flatten, group_variants, short_names
 from rlvr_cli.errors import UserError
@@ -38,12 +41,17 @@ class CompareResult:
 
 
 def compare_runs(
-    paths: list[str], out_dir: str | Path, smooth: int = 5, band: str = "minmax", label_by: str | None = None
+    paths: list[str], out_dir: str | Path, smooth: int = 5, band: str = "minmax", label_by: str | None = None,
+    control: str | None = None, n_resamples: int = paired.N_RESAMPLES,
 ) -> CompareResult:
     """Compare the runs under ``paths``; write compare.png/.svg, summary.json and summary.md to ``out_dir``.
 
-    A run that cannot be read is skipped with its reason; when none can, :class:`UserError` names each
-    argument and why (the CLI exits 2)."""
+    ``control`` (a variant label, or one of its run directories; default the first variant) is what
+    every other variant is tested against (:mod:`rlvr_cli.compare.against`, ``n_resamples`` bootstrap
+    resamples). A run that cannot be read is skipped with its reason; when none can, :class:`UserError`
+    names each argument and why (the CLI exits 2)."""
+    if n_resamples < 1:
+        raise UserError(f"--resamples {n_resamples}: expected a positive number of bootstrap resamples")
     if band not in BANDS:
         raise UserError(f"--band {band}: expected one of {', '.join(BANDS)}")
     if smooth < 0:
@@ -53,11 +61,15 @@ def compare_runs(
         problems = [f"{s.path}: {s.reason}" for s in skipped] or ["no run directories given"]
         raise UserError(["rlvr compare: no readable run"] + problems)
     variants = group_variants(runs, label_by)
+    base = resolve_control(variants, control)
     verdicts = {str(r.path): diagnose(r) for v in variants for r in v.runs}
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a directory")
-    fig = make_figure(variants, smooth=smooth, band=band)
+    provenance = {str(r.path): run_provenance(r) for v in variants for r in v.runs}
+    against = compare_to_control(variants, base, n_resamples,
+                                 fingerprints={p: x["base_weights"] for p, x in provenance.items()})
+    fig = make_figure(variants, smooth=smooth, band=band, against=against)
     try:
         files = save_figure(fig, out)
     except OSError as e:
@@ -67,10 +79,13 @@ def compare_runs(
         verdicts,
         skipped,
         axes=differing_axes(variants),
-        settings={"smooth": smooth, "band": band, "label_by": label_by},
+        settings={"smooth": smooth, "band": band, "label_by": label_by, "control": base.label,
+                  "resamples": n_resamples},
         warnings=comparability_warnings(variants),
         figures=[f.name for f in files],
         out_dir=str(out),
+        against=against,
+        provenance=provenance,
     )
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", render_markdown(summary))

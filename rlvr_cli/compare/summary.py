@@ -6,13 +6,18 @@ the run's last eval file, at the largest k of that file. A variant reports each 
 seeds as {mean, std (ddof=1, null with one seed), min, max, n, nonfinite}. JSON is strict: a NaN or
 infinite value is written as null (``nonfinite`` counts them; the diagnosis says what happened).
 
-summary.json, schema_version 1::
+summary.json, schema_version 2 (version 1 plus ``control``, ``against_control``, ``provenance`` and
+each variant's ``against_control`` / ``curve`` and each run's ``provenance``: readers of 1 keep working)::
 
-    {"schema_version": 1, "created": ISO time, "out_dir": str,
-     "settings": {"smooth": int, "band": "minmax"|"std", "label_by": str|null, "final_steps": int},
+    {"schema_version": 2, "created": ISO time, "out_dir": str,
+     "settings": {"smooth": int, "band": "minmax"|"std", "label_by": str|null, "control": str,
+                  "resamples": int, "final_steps": int},
+     "control": label, "against_control": {"control", "n_resamples", "seed", "confidence", "alpha",
+                                           "arms": {label: ARM}, "curves": {label: CURVE}},
+     "provenance": {"base_weights"|"git_commit"|"model": [distinct values, null = unknown]},
      "axes": [dotted recipe keys that differ between variants],
      "variants": [{"label": str, "axes": {key: value}, "runs": [path], "seeds": [int|null],
-                   "last_steps": [int], "k": int|null,
+                   "last_steps": [int], "k": int|null, "against_control": ARM|null, "curve": CURVE,
                    "final": {"accuracy"|"pass@1"|"pass@k"|"distinct_correct"|"len_mean"|"kl_mean"|"entropy"
                              |LENGTH_FINALS|"filler|wrong"|"filler|right": SPREAD},
                    "base": {"pass@1"|"pass@k"|"filler|wrong"|"filler|right": SPREAD},
@@ -20,6 +25,7 @@ summary.json, schema_version 1::
                                         "onset_steps": [int]}}}],
      "runs": [{"path": str, "name": str, "variant": label, "seed": int|null, "status": str,
                "last_step": int, "eval_steps": [int], "warnings": [str],
+               "provenance": {"base_weights": str|null, "git_commit": str|null, "model": str|null},
                "final": {"accuracy", "len_mean", "kl_mean", "entropy", LENGTH_FINALS, "pass@1", "pass@k",
                          "distinct_correct", "filler|wrong", "filler|right": number|null,
                          "k": int|null, "eval_step": int|null},
@@ -29,6 +35,15 @@ summary.json, schema_version 1::
      "rules": {MODE: rule text}, "thresholds": {CONSTANT: number}, "figures": [file name]}
 
     SPREAD = {"mean", "std", "min", "max": number|null, "n": int, "nonfinite": int}
+    ARM = {"step": int|null (the eval step compared), "binary": "greedy"|"majority"|null,
+           "paired_seeds": bool|null, "k": int|null, "prompts": int, "n": int,
+           "pass@1"|"pass@k"|"pass^k": DIFF|null, "mcnemar": {"only_control", "only_other", "p", "p_holm",
+           "per_seed"}|null, "verdict": "better"|"worse"|"not distinguishable at this budget"|"withheld"|null,
+           "refused": str|null, "curve_vs_control": {"ceiling", "efficiency", "p_ceiling", "p_midpoint",
+           "summary"}}
+    DIFF = {"mean", "low", "high", "confidence", "n_resamples", "seed", "prompts", "seeds", "resampled"}
+    CURVE = {"a"|"c_mid"|"b": [estimate, low|null, high|null]|null, "r0", "seeds_fitted", "compute",
+             "notes": [str], "refused": str|null}
     MODE = "kl_explosion" | "entropy_collapse" | "length_inflation"
 """
 
@@ -39,6 +54,7 @@ import inspect
 import math
 
 from rlvr_cli.compare import diagnose as dg
+from rlvr_cli.compare import provenance as pv
 from rlvr_cli.compare.run import Run, Skipped
 from rlvr_cli.compare.series import spread, tail_level
 from rlvr_cli.compare.variants import Variant, format_value
@@ -109,9 +125,13 @@ def build_summary(
     warnings: list[str],
     figures: list[str],
     out_dir: str,
+    against: dict | None = None,
+    provenance: dict[str, dict] | None = None,
 ) -> dict:
-    """The summary.json object (schema in the module docstring); ``verdicts`` is keyed by run path."""
+    """The summary.json object (schema in the module docstring); ``verdicts`` and ``provenance`` are
+    keyed by run path, ``against`` is :func:`rlvr_cli.compare.against.compare_to_control`'s result."""
     out_variants, out_runs = [], []
+    provenance = provenance or {}
     for v in variants:
         k = variant_k(v)
         finals = [run_finals(r, k) for r in v.runs]
@@ -129,6 +149,8 @@ def build_summary(
                          **{name: spread([r.evals[0].get(key) for r in v.runs if 0 in r.evals])
                             for name, key in VERBOSITY.items()}},
                 "diagnosis": {m: _count(verdicts[str(r.path)][m] for r in v.runs) for m in dg.MODES},
+                "against_control": (against or {}).get("arms", {}).get(v.label),
+                "curve": (against or {}).get("curves", {}).get(v.label),
             }
         )
         for r, f in zip(v.runs, finals):
@@ -144,10 +166,14 @@ def build_summary(
                     "warnings": list(r.warnings),
                     "final": {key: _num(x) for key, x in f.items()},
                     "diagnosis": {m: verdicts[str(r.path)][m].to_json() for m in dg.MODES},
+                    "provenance": provenance.get(str(r.path)),
                 }
             )
+    arms = (against or {}).get("arms", {})
+    warnings = list(warnings) + [f"against the control, {lbl}: {a['refused']}" for lbl, a in arms.items() if a["refused"]]
+    warnings += [a["verdict_withheld"] for a in arms.values() if a.get("verdict_withheld")]
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "out_dir": out_dir,
         "settings": {**settings, "final_steps": FINAL_STEPS},
@@ -159,6 +185,9 @@ def build_summary(
         "rules": {m: inspect.getdoc(fn) for m, fn in RULES.items()},
         "thresholds": {name: getattr(dg, name) for name in THRESHOLDS},
         "figures": figures,
+        "control": (against or {}).get("control"),
+        "against_control": against,
+        "provenance": pv.summarize({p: x for p, x in provenance.items() if x}) if provenance else None,
     }
 
 
@@ -170,6 +199,10 @@ def render_markdown(summary: dict) -> str:
     lines += [f"{n_runs} run(s) in {len(summary['variants'])} variant(s). Axes that differ: {axes}.", ""]
     lines += [f"![comparison]({f})" for f in summary["figures"] if f.endswith(".png")] + [""]
     lines += _variant_table(summary)
+    if summary.get("provenance"):
+        lines += ["", "Provenance: " + pv.sentence(summary["provenance"])]
+    if summary.get("against_control") and len(summary["variants"]) > 1:
+        lines += ["", *against_section(summary["against_control"])]
     lines += ["", "## Diagnosis", ""]
     for v in summary["variants"]:
         lines.append(f"### {v['label']}")
@@ -286,3 +319,90 @@ def _num(x):
 def _plain(x):
     """Recipe values as JSON: scalars as they are, anything else as the label text."""
     return x if x is None or isinstance(x, (bool, int, float, str)) else format_value(x)
+
+
+# --- against the control ---------------------------------------------------------------------------
+def against_section(ag: dict) -> list[str]:
+    """summary.md's "Against the control" section: the rule once, then one sentence per arm."""
+    arms = ag["arms"]
+    m = len(arms)
+    lines = [f"## Against the control (`{ag['control']}`)", ""]
+    done = [a for a in arms.values() if a["refused"] is None]
+    if done:
+        a0 = done[0]
+        seeds = " and by training seed" if any(a["paired_seeds"] for a in done) else ""
+        binary = sorted({a["binary"] for a in done})
+        lines += [
+            f"Paired by prompt ({a0['prompts']} prompts, n = {a0['n']} samples each){seeds}. Differences are "
+            f"other - control at the last eval step both arms have (named per arm); intervals are percentile "
+            f"bootstrap intervals over prompts (and seeds where an arm has several), {ag['n_resamples']} "
+            f"resamples, bootstrap seed {ag['seed']}, simultaneous over the {m} arm(s) (Bonferroni: "
+            f"{100 * ag['confidence']:.4g}% each). McNemar is exact, on per-prompt {' / '.join(binary)} "
+            f"correctness{', Holm-adjusted over the arms' if m > 1 else ''}. An arm is \"better\" only when "
+            f"the interval of the pass@1 difference lies above 0 and the {'Holm-adjusted ' if m > 1 else ''}"
+            f"McNemar p < {ag['alpha']:g} in the same direction (`rlvr_cli/compare/paired.py::verdict`). "
+            "Learning curves: held-out pass@1 against training steps, R = R0 + (A - R0) / (1 + (C_mid/C)^B) "
+            "(ScaleRL, arXiv:2510.13786 eq. 1) fitted per seed; A (ceiling) and C_mid (midpoint) with t "
+            "intervals over seeds, compared by Welch's t-test (`rlvr_cli/compare/curves.py`).",
+            "",
+        ]
+    if m > 1:
+        lines += [f"Multiple comparisons: {m} arms against one control; McNemar p-values are Holm-adjusted and "
+                  "intervals Bonferroni-widened, so each verdict holds with the family-wise error at "
+                  f"{ag['alpha']:g}.", ""]
+    curves_ = ag["curves"]
+    for label, a in arms.items():
+        lines.append(f"- {arm_sentence(label, a, ag['control'], curves_.get(label), curves_.get(ag['control']))}")
+    lines.append("")
+    return lines
+
+
+def arm_sentence(label: str, a: dict, control: str, curve: dict | None, control_curve: dict | None) -> str:
+    """One arm against the control in words: the verdict, the numbers behind it, and the curve's reading."""
+    if a["refused"] is not None:
+        head = f"**{label}**: {a['refused'].rstrip('.')}."
+    else:
+        k = a["k"]
+        nums = [f"pass@1 {_signed(a['pass@1'])}"]
+        if k and k > 1:
+            nums += [f"pass@{k} {_signed(a['pass@k'])}", f"pass^{k} {_signed(a['pass^k'])}"]
+        mc = a["mcnemar"]
+        if mc is not None:
+            holm_p = f" (Holm {mc['p_holm']:.3g})" if mc.get("p_holm") is not None and mc["p_holm"] != mc["p"] else ""
+            test = (f"McNemar ({a['binary']}) {mc['only_control']} prompts right only under {control} vs "
+                    f"{mc['only_other']} only under {label}, p = {mc['p']:.3g}{holm_p}")
+        else:
+            test = f"no McNemar test ({a.get('mcnemar_missing', 'no binary outcomes')})"
+        word = a["verdict"]
+        if word == "withheld":
+            word = f"verdict withheld ({a['verdict_withheld']})"
+        else:
+            word = f"**{word}**" + (" than" if word in ("better", "worse") else " from")
+        head = f"**{label}**: {word} {control} at step {a['step']}: {', '.join(nums)}; {test}."
+    return head + " " + curve_sentence(label, a.get("curve_vs_control"), curve, control, control_curve)
+
+
+def curve_sentence(label: str, cmp: dict | None, curve: dict | None, control: str, control_curve: dict | None) -> str:
+    """Ceiling and midpoint of both curves and what differs: "faster" / "slower", "higher/lower ceiling"."""
+    if curve is None or curve["refused"]:
+        return f"Learning curve: not fitted ({curve['refused'] if curve else 'no curve'})."
+    cc = control_curve or {}
+    text = (f"Learning curve: ceiling {_iv(curve['a'])} against {control}'s {_iv(cc.get('a'))}, midpoint "
+            f"{_iv(curve['c_mid'], '.3g')} against {_iv(cc.get('c_mid'), '.3g')} steps")
+    words = []
+    if cmp and cmp["ceiling"] in ("higher", "lower"):
+        words.append(f"**{cmp['ceiling']} ceiling**")
+    if cmp and cmp["efficiency"] in ("faster", "slower"):
+        words.append(f"**{cmp['efficiency']}**")
+    return text + ": " + (" and ".join(words) + f" ({cmp['summary']})" if words else (cmp or {}).get("summary", "not compared")) + "."
+
+
+def _signed(d: dict) -> str:
+    return f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
+def _iv(x, spec: str = ".3f") -> str:
+    if not x:
+        return "-"
+    est, lo, hi = x
+    return format(est, spec) + (f" [{lo:{spec}}, {hi:{spec}}]" if lo is not None else "")

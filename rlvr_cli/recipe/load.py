@@ -75,7 +75,7 @@ MAX_NODES = 100_000
 """Nodes of the document with every alias expanded (9 aliases of 9 aliases ... is exponential)."""
 
 
-def _yaml_depth_problem(text: str) -> str | None:
+def yaml_depth_problem(text: str) -> str | None:
     """Nesting deeper than MAX_DEPTH, found from the token stream (which is read without recursion,
     unlike the composer), or None."""
     depth = 0
@@ -128,7 +128,7 @@ def _check_nodes(path: Path, root) -> list[tuple]:
     return problems  # reported with their dotted keys once the keys' paths are known
 
 
-def _read_yaml_with_lines(path: Path) -> tuple[dict, dict[tuple, Origin]]:
+def read_yaml_with_lines(path: Path) -> tuple[dict, dict[tuple, Origin]]:
     """Parse a YAML mapping and record the line of every key as a dotted-path tuple -> 'file:line'."""
     try:
         size = path.stat().st_size
@@ -138,7 +138,7 @@ def _read_yaml_with_lines(path: Path) -> tuple[dict, dict[tuple, Origin]]:
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read recipe: {e}") from None
     try:
-        deep = _yaml_depth_problem(text)
+        deep = yaml_depth_problem(text)
         if deep:
             raise UserError(f"{path}:{deep}")
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -199,7 +199,7 @@ def _load_chain(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, dict[tup
     if path in seen:
         chain = " -> ".join(str(p) for p in seen + (path,))
         raise UserError(f"{path}: `extends` forms a cycle: {chain}")
-    data, origins = _read_yaml_with_lines(path)
+    data, origins = read_yaml_with_lines(path)
     parent_ref = data.pop("extends", None)
     if parent_ref is None:
         return data, origins

@@ -248,7 +248,10 @@ def run_sweep(plan: Plan, states: dict[str, str], backend: str = "local", jobs: 
 
 
 def compare_kwargs(plan: Plan) -> dict:
-    """The comparison the spec asks for, as `rlvr compare`'s arguments (``control`` only where compare takes it)."""
+    """The comparison the spec asks for, as `rlvr compare`'s arguments. The control arm is passed as the
+    directory of its first run (compare takes a run directory for its variant), which names it whatever
+    ``label_by`` makes the labels."""
     c = plan.spec.compare
+    control = next((str(r.dir) for r in plan.runs if r.arm == plan.control), None)
     return {"runs": [str(r.dir) for r in plan.runs], "out": str(plan.compare_out), "smooth": c.smooth,
-            "band": c.band, "label_by": c.label_by, "control": plan.control}
+            "band": c.band, "label_by": c.label_by, "control": control}

@@ -36,10 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rlvr_cli.errors import UserError
 from rlvr_cli.recipe.load import (
     MAX_RECIPE_BYTES,
-    _read_yaml_with_lines,
-    _yaml_depth_problem,
     find_recipe,
     load_recipe,
+    read_yaml_with_lines,
+    yaml_depth_problem,
 )
 from rlvr_cli.recipe.schema import Recipe
 
@@ -194,7 +194,7 @@ def _read(path: Path) -> tuple[dict, dict[tuple, str]]:
         raise UserError(f"{path}: no such sweep spec file")
     try:
         text = path.read_text(encoding="utf-8") if path.stat().st_size <= MAX_RECIPE_BYTES else None
-        readable = text is not None and _yaml_depth_problem(text) is None
+        readable = text is not None and yaml_depth_problem(text) is None
         node = yaml.compose(text, Loader=yaml.SafeLoader) if readable else None
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         readable, node = False, None
@@ -202,7 +202,7 @@ def _read(path: Path) -> tuple[dict, dict[tuple, str]]:
         raise UserError(f"{path}: the sweep spec is empty; it needs at least `base:`")
     if node is not None and not isinstance(node, yaml.MappingNode):
         raise UserError(f"{path}:1: a sweep spec must be a YAML mapping of fields (base, seeds, variants, ...)")
-    return _read_yaml_with_lines(path)  # names every other problem (invalid YAML, a key given twice, ...)
+    return read_yaml_with_lines(path)  # names every other problem (invalid YAML, a key given twice, ...)
 
 
 def _line(origins: dict, key: tuple, default: int = 1) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from rlvr_cli import rundir
 from rlvr_cli.errors import UserError
 from rlvr_cli.sweep.spec import Plan, PlannedRun
 
@@ -41,23 +42,19 @@ class OnDisk:
 
 
 def read_run(run_dir: Path, with_recipe: bool = True) -> OnDisk:
-    """Read the trainer's run-directory files (run.json, metrics.jsonl, recipe.yaml): the sweep's one
-    place that knows their names and fields. A damaged file reads as absent; an unreadable saved
-    recipe reads as ``{}`` (a run is there, its recipe unknown)."""
-    try:
-        status = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        status = {}
-    status = status if isinstance(status, dict) else {}
+    """Read the trainer's run-directory files through :mod:`rlvr_cli.rundir` (the contract that names
+    them): status, last logged step and saved recipe. A damaged file reads as absent; an unreadable
+    saved recipe reads as ``{}`` (a run is there, its recipe unknown)."""
+    status = rundir.read_status(run_dir)
     recipe = None
-    if with_recipe and (run_dir / "recipe.yaml").is_file():
+    if with_recipe and (run_dir / rundir.RECIPE).is_file():
         try:
-            recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            recipe = yaml.safe_load((run_dir / rundir.RECIPE).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             recipe = {}
         recipe = recipe if isinstance(recipe, dict) else {}
     error = status.get("error")
-    return OnDisk(status.get("status"), _last_step(run_dir / "metrics.jsonl"), recipe,
+    return OnDisk(status.get("status"), _last_step(run_dir / rundir.METRICS), recipe,
                   error if isinstance(error, str) else None)
 
 

@@ -1,0 +1,161 @@
+"""Every arm against the control: the paired per-prompt statistics and the fitted learning curves.
+
+The glue between the variants ``rlvr compare`` reads and the statistics of :mod:`.paired` and
+:mod:`.curves` (no statistic is computed here). For each arm other than the control:
+
+- the eval step compared is the largest step every run of both arms evaluated (the "budget");
+- the two arms' per-prompt results there are paired by prompt (and by training seed when both arms
+  have exactly the same seeds); arms evaluated on different prompts or n are refused, with the reason;
+- pass@1, pass@k and pass^k (k: the largest k of both arms' pass@k tables) differences other - control
+  with a seeded bootstrap interval, simultaneous over the m arms (Bonferroni: confidence 1 - ALPHA/m);
+- an exact McNemar test on per-prompt greedy correctness when every record has it, else majority
+  vote, Holm-adjusted over the arms; the verdict of :func:`.paired.verdict`;
+- each arm's learning curve (held-out pass@1 against steps, one fit per seed) and
+  :func:`.curves.compare_fits` against the control's.
+
+A problem with one arm (no eval files, no per-prompt results, a NaN count, different prompts) becomes
+that arm's ``refused`` reason; the other arms are still compared. Results are JSON-ready dicts
+(summary.json's ``against_control``, schema in :mod:`.summary`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rlvr_cli.compare import curves, paired
+from rlvr_cli.compare.variants import Variant
+from rlvr_cli.errors import UserError
+
+
+def resolve_control(variants: list[Variant], control: str | None) -> Variant:
+    """The control variant: by label, or the variant of a given run directory; the first by default."""
+    if control is None:
+        return variants[0]
+    for v in variants:
+        if v.label == control:
+            return v
+    want = Path(control).resolve()
+    for v in variants:
+        if any(r.path.resolve() == want for r in v.runs):
+            return v
+    labels = ", ".join(repr(v.label) for v in variants)
+    raise UserError(f"--control {control}: not a variant label nor one of the runs' directories (variants: {labels})")
+
+
+def compare_to_control(variants: list[Variant], control: Variant, n_resamples: int = paired.N_RESAMPLES,
+                       seed: int = paired.BOOTSTRAP_SEED, fingerprints: dict[str, str | None] | None = None) -> dict:
+    """{"control", "n_resamples", "seed", "confidence", "arms": {label: ARM}, "curves": {label: CURVE}}.
+
+    ``fingerprints`` maps a run path to its base-weights hash: arms whose runs started from other
+    weights than the control's get no verdict (the comparison is not like for like)."""
+    others = [v for v in variants if v is not control]
+    m = max(1, len(others))
+    confidence = 1 - paired.ALPHA / m
+    fits = {v.label: _fit(v) for v in variants}
+    arms: dict[str, dict] = {}
+    tests: dict[str, paired.McNemar | None] = {}
+    for v in others:
+        arms[v.label], tests[v.label] = _against(control, v, n_resamples, seed, confidence)
+        cmp = curves.compare_fits(fits[control.label][1], fits[v.label][1])
+        arms[v.label]["curve_vs_control"] = {"ceiling": cmp.ceiling, "efficiency": cmp.efficiency,
+                                             "p_ceiling": cmp.p_ceiling, "p_midpoint": cmp.p_midpoint,
+                                             "summary": cmp.summary}
+    labels = [lbl for lbl in arms if arms[lbl]["refused"] is None]
+    adjusted = paired.holm([tests[lbl].p_value if tests[lbl] is not None else None for lbl in labels])
+    for lbl, p_holm in zip(labels, adjusted):
+        arm = arms[lbl]
+        if arm["mcnemar"] is not None:
+            arm["mcnemar"]["p_holm"] = p_holm
+        arm["verdict"] = paired.verdict(arm.pop("_diff"), tests[lbl], p_holm)
+        different = _different_base(control, next(v for v in others if v.label == lbl), fingerprints or {})
+        if different:
+            arm["verdict_withheld"] = different
+            arm["verdict"] = "withheld"
+    for arm in arms.values():
+        arm.pop("_diff", None)
+    return {"control": control.label, "n_resamples": n_resamples, "seed": seed, "confidence": confidence,
+            "alpha": paired.ALPHA, "arms": arms, "curves": {lbl: f[0] for lbl, f in fits.items()}}
+
+
+def _against(control: Variant, other: Variant, n_resamples: int, seed: int,
+             confidence: float) -> tuple[dict, paired.McNemar | None]:
+    out: dict = {"step": None, "binary": None, "paired_seeds": None, "k": None, "pass@1": None,
+                 "pass@k": None, "pass^k": None, "mcnemar": None, "verdict": None, "refused": None}
+    step, why = _budget(control, other)
+    if step is None:
+        out["refused"] = why
+        return out, None
+    out["step"] = step
+    crec = [r.evals[step] for r in control.runs if r.evals]
+    orec = [r.evals[step] for r in other.runs if r.evals]
+    greedy = all(isinstance(rec.get("per_prompt_greedy"), list) for rec in crec + orec)
+    key = "per_prompt_greedy" if greedy else "per_prompt_majority"
+    try:
+        a = paired.arm_from_records(control.label, [r.seed for r in control.runs if r.evals], crec, key)
+        b = paired.arm_from_records(other.label, [r.seed for r in other.runs if r.evals], orec, key)
+        pairing = paired.pair_arms(a, b)
+        k = max(set.intersection(*(set(rec["pass_at_k"]) for rec in crec + orec)) & set(range(1, a.n + 1)),
+                default=1)
+        diffs = {}
+        for name, metric, kk in (("pass@1", "pass@k", 1), ("pass@k", "pass@k", k), ("pass^k", "pass^k", k)):
+            diffs[name] = paired.paired_difference(
+                paired.per_prompt_scores(pairing.control, metric, kk), paired.per_prompt_scores(pairing.other, metric, kk),
+                paired_seeds=pairing.paired_seeds, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    except UserError as e:
+        out["refused"] = f"not paired: {e}"
+        return out, None
+    test = paired.paired_mcnemar(pairing)
+    out.update({"binary": "greedy" if greedy else "majority", "paired_seeds": pairing.paired_seeds, "k": k,
+                "prompts": len(pairing.control.prompt_ids), "n": pairing.control.n,
+                **{name: _diff_json(d) for name, d in diffs.items()}, "_diff": diffs["pass@1"]})
+    if test is not None:
+        out["mcnemar"] = {"only_control": test.only_control, "only_other": test.only_other, "p": test.p_value,
+                          "p_holm": None, "per_seed": list(test.per_seed)}
+    else:
+        out["mcnemar_missing"] = ("no per-prompt binary correctness in some record" if a.binary is None or b.binary is None
+                                  else "several training seeds that are not the same in both arms: no single pair per prompt")
+    return out, test
+
+
+def _budget(control: Variant, other: Variant) -> tuple[int | None, str]:
+    """The largest eval step after 0 that every run with eval files of both arms has; the reason when none."""
+    for v in (control, other):
+        if not any(r.evals for r in v.runs):
+            return None, f"arm {v.label}: no eval files: nothing to pair"
+    steps = set.intersection(*({s for s in r.evals if s > 0} for v in (control, other) for r in v.runs if r.evals))
+    if not steps:
+        return None, f"arms {control.label} and {other.label}: no eval step after 0 that every run evaluated"
+    return max(steps), ""
+
+
+def _diff_json(d: paired.Difference) -> dict:
+    return {"mean": d.mean, "low": d.low, "high": d.high, "confidence": d.confidence, "n_resamples": d.n_resamples,
+            "seed": d.seed, "prompts": d.prompts, "seeds": list(d.seeds), "resampled": d.resampled}
+
+
+def _fit(v: Variant) -> tuple[dict, curves.ArmFit]:
+    """The arm's learning curve: held-out pass@1 against training steps, one fit per seed, R_0 = step 0."""
+    seeds = []
+    for r in v.runs:
+        later = sorted(s for s in r.evals if s > 0)
+        r0 = r.evals[0]["pass_at_k"].get(1) if 0 in r.evals else None
+        seeds.append(([float(s) for s in later], [_num(r.evals[s]["pass_at_k"].get(1)) for s in later],
+                      r0 if r0 is not None else math.nan))
+    fit = curves.fit_arm(v.label, seeds)
+    iv = lambda x: None if x is None else [x.estimate, x.low, x.high]  # noqa: E731
+    return {"a": iv(fit.a), "c_mid": iv(fit.c_mid), "b": iv(fit.b), "r0": fit.r0, "seeds_fitted": len(fit.seeds),
+            "compute": "steps", "notes": list(fit.notes), "refused": fit.reason}, fit
+
+
+def _num(x) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+
+
+def _different_base(control: Variant, other: Variant, fingerprints: dict[str, str | None]) -> str | None:
+    ours = {fingerprints.get(str(r.path)) for r in control.runs} - {None}
+    theirs = {fingerprints.get(str(r.path)) for r in other.runs} - {None}
+    if ours and theirs and ours != theirs:
+        return (f"arm {other.label} started from other base weights ({', '.join(sorted(theirs))}) than "
+                f"{control.label} ({', '.join(sorted(ours))}): not like for like")
+    return None

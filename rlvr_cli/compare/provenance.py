@@ -1,0 +1,67 @@
+"""Where a compared run came from: the base model's weights (a hash) and the code revision.
+
+Two runs are only comparable to the digit when they started from the same weights and ran the same
+code. Per run, from what its directory holds:
+
+- ``base_weights``: run.json's ``base_weights`` when the trainer recorded one; otherwise
+  ``sha256:<hex>`` of ``checkpoints/step_0/model.safetensors`` when the run kept a step-0 checkpoint;
+  otherwise the eval files' ``weights`` field (``rlvr eval`` records carry it); else None (unknown).
+- ``git_commit``: run.json's ``git_commit`` (the trainer records it); None when absent.
+- ``model``: the recipe's ``model.name`` (a name, not a fingerprint: ``builtin:tiny`` is rebuilt from
+  code and can change between revisions, which is why the hash matters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from rlvr_cli import rundir
+from rlvr_cli.compare.run import Run
+
+CHUNK = 1 << 20
+
+
+def run_provenance(run: Run) -> dict:
+    """{"base_weights", "git_commit", "model"} of one run (module rule)."""
+    info = rundir.read_status(run.path)
+    weights = info.get("base_weights") if isinstance(info.get("base_weights"), str) else None
+    if weights is None:
+        f = rundir.checkpoint_path(run.path, 0) / "model.safetensors"
+        if f.is_file():
+            weights = "sha256:" + _sha256(f)
+    if weights is None:
+        found = {ev.get("weights") for ev in run.evals.values() if isinstance(ev.get("weights"), str)}
+        weights = found.pop() if len(found) == 1 else None
+    commit = info.get("git_commit")
+    model = run.recipe.get("model", {}).get("name") if isinstance(run.recipe.get("model"), dict) else None
+    return {"base_weights": weights, "git_commit": commit if isinstance(commit, str) else None,
+            "model": model if isinstance(model, str) else None}
+
+
+def summarize(per_run: dict[str, dict]) -> dict:
+    """The distinct values over all runs of each field (None = unknown for some run)."""
+    return {key: sorted({p[key] for p in per_run.values()}, key=lambda x: (x is None, str(x)))
+            for key in ("base_weights", "git_commit", "model")}
+
+
+def sentence(prov: dict) -> str:
+    """The summary.md line: base weights and code revision, or that they are unknown / differ."""
+    def part(values, what, short=None):
+        known = [v for v in values if v is not None]
+        unknown = " (unknown for some runs)" if None in values else ""
+        if not known:
+            return f"{what}: not recorded"
+        shown = [short(v) if short else v for v in known]
+        head = f"{what}: {shown[0]}" if len(shown) == 1 else f"{what} DIFFER between runs: {', '.join(shown)}"
+        return head + unknown
+
+    return "; ".join([part(prov["model"], "Base model"), part(prov["base_weights"], "base weights"),
+                      part(prov["git_commit"], "code revision", lambda c: c[:12])]) + "."
+
+
+def _sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
