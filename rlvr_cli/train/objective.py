@@ -240,8 +240,9 @@ def zero_loss_rows(recipe: Recipe, adv: torch.Tensor, ref_logp, loss_mask: torch
     - Advantage exactly 0 (a group with no reward spread under a group baseline, a pass@k advantage
       with no k-subset spread), where every term of the loss carries A: the clipped surrogate
       -min(rho*0, clip(rho)*0) = 0 (every loss.objective is proportional to A), and its top-entropy
-      mask, Clip-Cov's detach and the importance weights keep it 0; not with KL in the loss, an entropy bonus (fixed or adaptive) or KL-Cov's penalty (it can pick
-      any token), which reach such a row whatever A is.
+      mask, Clip-Cov's detach and the importance weights keep it 0; not with KL in the loss, an
+      entropy bonus (fixed or adaptive) or KL-Cov's penalty (it can pick any token), which reach
+      such a row whatever A is.
     """
     cov = recipe.loss.cov_penalty
     terms_without_adv = ((ref_logp is not None and recipe.kl.in_loss) or recipe.loss.entropy_coef
