@@ -192,7 +192,7 @@ def reference_advantages(rows, baseline, scale, eps=1e-6, atol=ZERO_SPREAD_ATOL)
                 a = r - (sum(row) - r) / (g - 1)
             else:
                 a = r
-            s = {"group_std": _std(row), "batch_std": batch_s, "none": None}[scale]
+            s = {"group_std": _std(row), "batch_std": batch_s, "none": None, "mean": mean}[scale]
             if s is not None:
                 a = 0.0 if s <= atol else a / (s + eps)
             if baseline != "none" and max(row) - min(row) <= atol:

@@ -26,7 +26,8 @@ def test_every_preset_builds_a_grpo_config(preset):
     assert cfg.num_generations == r.rollout.group_size
     assert cfg.max_completion_length == r.rollout.max_new_tokens
     assert cfg.importance_sampling_level == r.loss.ratio
-    assert cfg.epsilon == r.loss.clip.eps_low and cfg.epsilon_high == r.loss.clip.eps_high
+    eps_high = 1 + r.loss.objective.eps_high if r.loss.objective.type == "cispo" else r.loss.clip.eps_high  # TRL's cap
+    assert cfg.epsilon == r.loss.clip.eps_low and cfg.epsilon_high == eps_high
     assert cfg.num_iterations == r.optim.mu
     # TRL's generation batch is one rlvr step: P * G completions
     assert cfg.generation_batch_size == r.rollout.prompts_per_step * r.rollout.group_size

@@ -90,7 +90,9 @@ def test_every_preset_applies_to_verls_config(preset):
     r = load_recipe(preset)
     actor = cfg.actor_rollout_ref.actor
     assert cfg.actor_rollout_ref.rollout.n == r.rollout.group_size
-    assert actor.clip_ratio_high == r.loss.clip.eps_high
+    o = r.loss.objective  # the new objectives carry their own upper bound in clip_ratio_high
+    high = {"cispo": getattr(o, "eps_high", None), "gmpo": getattr(o, "eps_high", None)}.get(o.type, r.loss.clip.eps_high)
+    assert actor.clip_ratio_high == high
     assert actor.ppo_epochs == r.optim.mu
 
 

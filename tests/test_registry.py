@@ -15,6 +15,7 @@ PAIRS = [
     ("KL_ESTIMATORS", "KLEstimator"),
     ("AGGREGATIONS", "Aggregation"),
     ("IS_MODES", "ISMode"),
+    ("OBJECTIVES", "ObjectiveType"),
 ]
 
 

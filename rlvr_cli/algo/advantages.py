@@ -116,15 +116,15 @@ def scale_none(rewards: torch.Tensor) -> None:
     return None
 
 
-SCALES = {"group_std": scale_group_std, "batch_std": scale_batch_std, "none": scale_none}
-
-
 def scale_group_mean(rewards: torch.Tensor) -> torch.Tensor:
     """MaxRL's divisor (arXiv 2602.02710, Theorem 1): mean_j r_j of each group. (P, G) -> (P, 1).
 
-    Not in :data:`SCALES` yet: a key there must also be a value of the schema's ``AdvantageScale``.
+    :func:`group_advantages` gives A = 0 where it is 0 (an all-fail group), as the authors' code.
     """
     return rewards.mean(dim=1, keepdim=True)
+
+
+SCALES = {"group_std": scale_group_std, "batch_std": scale_batch_std, "none": scale_none, "mean": scale_group_mean}
 
 
 def maxrl_advantages(rewards: torch.Tensor, eps: float = 1e-6, zero_mean_atol: float = ZERO_SPREAD_ATOL) -> torch.Tensor:

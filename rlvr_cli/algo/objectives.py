@@ -170,8 +170,9 @@ def gmpo_surrogate(
     return ObjectiveOut(loss, s.detach().expand_as(log_ratio) * m, limited_low, limited_high)
 
 
-OBJECTIVES = ("ppo_clip", "cispo", "sapo", "gmpo", "dppo")
-"""Names of the objective axis (the schema's ``loss.objective.type`` once wired): ``ppo_clip`` is
-:func:`rlvr_cli.algo.policy_loss.clipped_surrogate`, ``dppo`` :func:`rlvr_cli.algo.trust_region.dppo_surrogate`
-(its divergence, TV or KL, a parameter). Every one of them gives the same gradient as ``ppo_clip`` on-policy
-(rho = 1) and a loss of exactly 0 where A = 0 (the unit tests)."""
+OBJECTIVES = ("ppo_clip", "cispo", "sapo", "gmpo", "dppo_tv", "dppo_kl")
+"""Names of the objective axis (the schema's ``loss.objective.type``; verl's ``loss_mode`` names the DPPO
+pair the same way): ``ppo_clip`` is :func:`rlvr_cli.algo.policy_loss.clipped_surrogate`, ``dppo_tv`` /
+``dppo_kl`` :func:`rlvr_cli.algo.trust_region.dppo_surrogate` with divergence ``tv`` / ``kl``. Every one
+of them gives the same gradient as ``ppo_clip`` on-policy (rho = 1) and a loss of exactly 0 where A = 0
+(the unit tests). The trainer's dispatch is :data:`rlvr_cli.train.objective.SURROGATES`."""

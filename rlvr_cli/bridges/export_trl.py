@@ -20,7 +20,9 @@ TRL_STD_EPS = 1e-4
 """TRL adds 1e-4 to the std before dividing (grpo_trainer.py, fixed)."""
 
 LOSS_TYPES = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
-SCALE_REWARDS = {"group_std": "group", "batch_std": "batch", "none": "none"}
+SCALE_REWARDS = {"group_std": "group", "batch_std": "batch", "none": "none", "mean": "none"}
+OBJECTIVE_LOSS_TYPES = {"cispo": ("cispo", "token_mean"), "sapo": ("sapo", "seq_mean_token_mean")}
+"""loss.objective -> TRL's loss_type, and the aggregation that loss_type forces."""
 
 
 def _batch_layout(r, w: Warnings) -> dict:
@@ -77,9 +79,13 @@ def _objective(r, w: Warnings) -> dict:
     }
     if lo.entropy_coef:
         out["entropy_coef"] = lo.entropy_coef  # a GRPOConfig field since TRL 1.x; left out at 0 for older TRL
+    out.update(_policy_objective(r, w))
+    out.update(_entropy_control(r))
+    if a.scale == "mean":
+        w.add("advantage.scale", "TRL has no MaxRL (divide by the group's success rate); exported scale_rewards none")
     if a.baseline != "group_mean":
         w.add("advantage.baseline", f"TRL's GRPO always subtracts the group mean; `{a.baseline}` is not available (leave-one-out is G/(G-1) times the group-mean advantage)")
-    if a.scale != "none" and a.eps != TRL_STD_EPS:
+    if a.scale in ("group_std", "batch_std") and a.eps != TRL_STD_EPS:
         w.add("advantage.eps", f"TRL adds {TRL_STD_EPS:g} to the std (fixed), rlvr {a.eps:g}")
     if lo.aggregation == "seq_mean_token_sum_norm" and lo.length_constant != r.rollout.max_new_tokens:
         w.add("loss.length_constant", f"TRL's dr_grpo divides by max_completion_length ({r.rollout.max_new_tokens}), not {lo.length_constant}")
@@ -96,6 +102,37 @@ def _objective(r, w: Warnings) -> dict:
     if kl.track and out["beta"] == 0:
         w.add("kl.track", "TRL measures KL only when beta > 0; the logs will have no KL")
     return out
+
+
+def _policy_objective(r, w: Warnings) -> dict:
+    """loss.objective as TRL's loss_type (cispo, sapo); GMPO and DPPO have none there."""
+    lo = r.loss
+    o = lo.objective
+    if o.type == "ppo_clip":
+        return {}
+    if o.type not in OBJECTIVE_LOSS_TYPES:
+        w.add("loss.objective", f"TRL has no `{o.type}` loss; exported the PPO-clip loss ({LOSS_TYPES[lo.aggregation]})")
+        return {}
+    loss_type, aggregation = OBJECTIVE_LOSS_TYPES[o.type]
+    if lo.aggregation != aggregation:
+        w.add("loss.aggregation", f"TRL's {loss_type} loss always aggregates as {aggregation}, not {lo.aggregation}")
+    if o.type == "sapo":
+        return {"loss_type": "sapo", "sapo_temperature_pos": o.tau_pos, "sapo_temperature_neg": o.tau_neg}
+    if o.eps_low is not None:
+        w.add("loss.objective.eps_low", f"TRL's cispo has no lower bound on the weight; 1 - eps_low = {1 - o.eps_low:g} is not exported")
+    if lo.ratio == "sequence":
+        w.add("loss.ratio", "TRL's cispo sums per-token terms: under importance_sampling_level sequence it weights each sequence by its length")
+    # TRL's epsilon_high is the cap itself under cispo (its loss clamps the ratio at max=epsilon_high)
+    return {"loss_type": "cispo", "epsilon_high": 1.0 + o.eps_high}
+
+
+def _entropy_control(r) -> dict:
+    """loss.entropy_control as TRL's adaptive entropy (the same rule: arXiv 2505.22312)."""
+    ec = r.loss.entropy_control
+    if ec is None:
+        return {}
+    return {"use_adaptive_entropy": True, "entropy_coef": r.loss.entropy_coef, "entropy_target": ec.target,
+            "entropy_coef_delta": ec.delta, "entropy_coef_min": ec.coef_min, "entropy_coef_max": ec.coef_max}
 
 
 def _remedies(r, w: Warnings, layout: dict, notes: list[str]) -> dict:

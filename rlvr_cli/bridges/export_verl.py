@@ -50,6 +50,8 @@ def _advantage(r, w: Warnings) -> dict:
     if a.scale == "batch_std":
         out["algorithm.adv_estimator"] = "reinforce_plus_plus_baseline"
         w.add("advantage.scale", "verl has no batch-std GRPO; reinforce_plus_plus_baseline whitens the group-mean advantages over the batch's tokens (it also subtracts their mean)")
+    if a.scale == "mean":
+        w.add("advantage.scale", "verl has no MaxRL advantage (the authors' fork github.com/tajwarfahim/maxrl adds adv_estimator=maxrl); exported grpo without the std")
     if a.scale == "group_std" and a.eps != VERL_STD_EPS:
         w.add("advantage.eps", f"verl adds {VERL_STD_EPS:g} to the std (not configurable), rlvr {a.eps:g}")
     return out
@@ -68,6 +70,10 @@ def _policy_loss(r, w: Warnings) -> dict:
     if lo.aggregation == "seq_mean_token_sum_norm":
         # verl's default divisor is the padded width of the micro batch; rlvr's L is a constant
         out[f"{ACTOR}.loss_scale_factor"] = lo.length_constant
+    if r.loss.entropy_control is not None:
+        w.add("loss.entropy_control", f"verl has no adaptive entropy coefficient; exported entropy_coeff = c_0 = {lo.entropy_coef:g} (fixed)")
+    if lo.objective.type != "ppo_clip":
+        return {**out, **_objective(r, w)}
     cov = lo.cov_penalty
     if cov is not None and lo.ratio == "sequence":
         w.add("loss.cov_penalty", f"verl's policy_loss.loss_mode is one loss: exported gspo, `{cov.type}` is not exported")
@@ -82,6 +88,41 @@ def _policy_loss(r, w: Warnings) -> dict:
         out[f"{ACTOR}.clip_ratio_c"] = lo.clip.dual_clip if lo.clip.dual_clip is not None else NO_DUAL_CLIP
         if lo.clip.dual_clip is None:
             w.add("loss.clip.dual_clip", f"verl always applies dual clip (default c = {VERL_DUAL_CLIP_DEFAULT:g}); exported clip_ratio_c = {NO_DUAL_CLIP:g} so it practically never binds")
+    return out
+
+
+VERL_LOSS_MODES = {"cispo": "cispo", "sapo": "sapo", "gmpo": "geo_mean", "dppo_tv": "dppo_tv", "dppo_kl": "dppo_kl"}
+"""loss.objective -> verl's policy_loss.loss_mode (core_algos.py's register_policy_loss names)."""
+CISPO_NO_LOWER_BOUND = 10.0
+"""clip_ratio_low giving CISPO no lower bound (1 - 10 < 0 < any ratio), as verl's CISPO example sets it."""
+
+
+def _objective(r, w: Warnings) -> dict:
+    """The 2026 objectives as verl's loss modes: their bounds travel in clip_ratio_low / high (and
+    clip_ratio_c, DPPO's importance cap), SAPO's temperatures at the actor level."""
+    lo = r.loss
+    o = lo.objective
+    mode = VERL_LOSS_MODES[o.type]
+    out: dict = {f"{ACTOR}.policy_loss.loss_mode": mode}
+    if lo.cov_penalty is not None:
+        w.add("loss.cov_penalty", f"verl's policy_loss.loss_mode is one loss: exported {mode}, `{lo.cov_penalty.type}` is not exported")
+    if lo.ratio == "sequence":
+        w.add("loss.ratio", f"verl's {mode} loss has no sequence-level ratio; exported the token ratio")
+    if o.type == "cispo":
+        low = CISPO_NO_LOWER_BOUND if o.eps_low is None else o.eps_low
+        out.update({f"{ACTOR}.clip_ratio": low, f"{ACTOR}.clip_ratio_low": low, f"{ACTOR}.clip_ratio_high": o.eps_high})
+    elif o.type == "sapo":
+        # compute_policy_loss_sapo reads the actor config's tau_pos / tau_neg (not policy_loss.*)
+        out.update({f"{ACTOR}.tau_pos": o.tau_pos, f"{ACTOR}.tau_neg": o.tau_neg})
+        if lo.aggregation != "seq_mean_token_mean":
+            w.add("loss.aggregation", f"verl's sapo loss aggregates as seq-mean-token-mean, not {lo.aggregation}")
+    elif o.type == "gmpo":
+        out.update({f"{ACTOR}.clip_ratio": o.eps_low, f"{ACTOR}.clip_ratio_low": o.eps_low, f"{ACTOR}.clip_ratio_high": o.eps_high})
+        w.add("loss.objective", "verl's geo_mean ignores loss_agg_mode (a plain mean over the micro batch's sequences) and reduces rollout IS weights to a per-sequence geometric mean")
+    else:
+        # clip_ratio_c always: verl's ActorConfig defaults it to 3.0 (dual clip's c), which would cap rho at 3
+        out.update({f"{ACTOR}.clip_ratio": o.delta_low, f"{ACTOR}.clip_ratio_low": o.delta_low,
+                    f"{ACTOR}.clip_ratio_high": o.delta_high, f"{ACTOR}.clip_ratio_c": o.is_cap})
     return out
 
 

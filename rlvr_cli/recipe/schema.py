@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # --- names of the choices: one source for the schema and the algorithm registries -------------
 Baseline = Literal["group_mean", "leave_one_out", "none"]
-AdvantageScale = Literal["group_std", "batch_std", "none"]
+AdvantageScale = Literal["group_std", "batch_std", "none", "mean"]
 RatioLevel = Literal["token", "sequence"]
 Aggregation = Literal["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"]
 KLPlacement = Literal["loss", "reward", "none"]
@@ -26,6 +26,7 @@ VerifierName = Literal["task", "integer", "math", "countdown", "code", "reasonin
 Schedule = Literal["constant", "linear", "cosine"]
 ISMode = Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
 PassKMethod = Literal["pkpo", "analytic"]
+ObjectiveType = Literal["ppo_clip", "cispo", "sapo", "gmpo", "dppo_tv", "dppo_kl"]
 Seed = Annotated[int, Field(ge=0, lt=2**63)]
 """A seed torch's generators accept as given (0 <= seed < 2**63)."""
 Temperature = Annotated[float, Field(ge=1e-3, le=10)]
@@ -315,7 +316,7 @@ class AdvantageSpec(Strict):
     baseline: Baseline = "group_mean"
     """b_i: `group_mean` (GRPO) r_i - mean(r), `leave_one_out` (RLOO) r_i - mean_{j!=i} r_j, `none` r_i."""
     scale: AdvantageScale = "group_std"
-    """Divide by `group_std` (GRPO), `batch_std` (one std over the batch's rewards) or `none` (Dr. GRPO); std uses Bessel (n-1)."""
+    """Divide by `group_std` (GRPO), `batch_std` (one std over the batch's rewards), `none` (Dr. GRPO) or `mean` (MaxRL, Tajwar et al. 2026, arXiv 2602.02710: the group's mean reward, its success rate; binary rewards; a group with mean 0 gets A = 0); std uses Bessel (n-1)."""
     eps: float = Field(1e-6, gt=0, le=1)
     """Added to the std before dividing."""
     passk: PassKSpec | None = None
@@ -370,6 +371,102 @@ class KLCovSpec(Strict):
 CovPenalty = Annotated[Union[ClipCovSpec, KLCovSpec], Field(discriminator="type")]
 
 
+# --- the policy objective (loss.objective): one typed sub-model per choice -----------------------
+class PPOClipObjective(Strict):
+    """PPO's clipped surrogate (GRPO, DAPO, GSPO): -min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A), bounds in loss.clip."""
+
+    type: Literal["ppo_clip"]
+    """Objective kind."""
+
+
+class CISPOObjective(Strict):
+    """CISPO (MiniMax-M1, arXiv 2506.13585 §3.1): -sg(clip(rho, 1 - eps_low, 1 + eps_high)) A log pi_t; a capped token keeps its gradient."""
+
+    type: Literal["cispo"]
+    """Objective kind."""
+    eps_low: float | None = Field(None, ge=0, lt=1)
+    """epsilon_low^IS: the importance weight is raised to at least 1 - eps_low (null = no lower bound, as the paper and TRL)."""
+    eps_high: float = Field(4.0, ge=0)
+    """epsilon_high^IS: 1 + eps_high caps the importance weight, gradient kept (4.0 = cap 5, ScaleRL arXiv 2510.13786; verl's example 0.2)."""
+
+
+class SAPOObjective(Strict):
+    """SAPO (Gao et al. 2025, arXiv 2511.20347): -(4 / tau) sigmoid(tau (rho - 1)) A, a smooth gate instead of the hard clip."""
+
+    type: Literal["sapo"]
+    """Objective kind."""
+    tau_pos: float = Field(1.0, gt=0)
+    """tau of SAPO's gate for A > 0 (paper, TRL and verl: 1.0)."""
+    tau_neg: float = Field(1.05, gt=0)
+    """tau of SAPO's gate for A <= 0 (paper, TRL and verl: 1.05)."""
+
+
+class GMPOObjective(Strict):
+    """GMPO (Zhao et al. 2025, arXiv 2507.20673; verl `geo_mean`): -A_i exp(mean_t clip(log rho_t)), the token ratios' geometric mean clipped in log space."""
+
+    type: Literal["gmpo"]
+    """Objective kind."""
+    eps_low: float = Field(0.4, ge=0)
+    """For A < 0 each log rho_t is clipped below at -eps_low (the authors' 0.4, i.e. rho >= e^-0.4)."""
+    eps_high: float = Field(0.4, ge=0)
+    """For A > 0 each log rho_t is clipped above at +eps_high (the authors' 0.4, i.e. rho <= e^0.4)."""
+
+
+class _DPPOObjective(Strict):
+    delta_low: float | None = Field(None, gt=0)
+    """delta_low: largest fall of pi(y_t) (TV) / binary KL (KL) allowed for A <= 0 (null = verl's example: 0.15 TV, 0.05 KL)."""
+    delta_high: float | None = Field(None, gt=0)
+    """delta_high: largest rise of pi(y_t) (TV) / binary KL (KL) allowed for A > 0 (null = verl's example: 0.15 TV, 0.05 KL)."""
+    is_cap: float = Field(20.0, gt=1)
+    """C: the kept token's importance weight sg(min(rho, C)) (paper §5.4: large; verl's fallback 20, its example 10000)."""
+
+    @model_validator(mode="after")
+    def _resolve_deltas(self):
+        default = 0.15 if self.type == "dppo_tv" else 0.05
+        self.delta_low = default if self.delta_low is None else self.delta_low
+        self.delta_high = default if self.delta_high is None else self.delta_high
+        return self
+
+
+class DPPOTVObjective(_DPPOObjective):
+    """DPPO (arXiv 2602.04879; verl `dppo_tv`): -A sg(min(rho, C)) log pi_t on tokens whose |pi - pi_old| stays within delta on A's side, 0 elsewhere."""
+
+    type: Literal["dppo_tv"]
+    """Objective kind."""
+
+
+class DPPOKLObjective(_DPPOObjective):
+    """DPPO (arXiv 2602.04879; verl `dppo_kl`): as dppo_tv with the binary KL of {y_t, not y_t} as the divergence."""
+
+    type: Literal["dppo_kl"]
+    """Objective kind."""
+
+
+Objective = Annotated[
+    Union[PPOClipObjective, CISPOObjective, SAPOObjective, GMPOObjective, DPPOTVObjective, DPPOKLObjective],
+    Field(discriminator="type"),
+]
+
+
+class EntropyControlSpec(Strict):
+    """Adaptive entropy coefficient (Skywork-OR1, arXiv 2505.22312; TRL `use_adaptive_entropy`): loss.entropy_coef is c_0."""
+
+    target: float = Field(..., gt=0)
+    """H*: target mean token entropy (nats); the bonus acts only once the measured entropy is at or below it."""
+    delta: float = Field(0.005, gt=0)
+    """delta: step of c per optimiser update, + when entropy <= target, - otherwise (TRL: 0.005)."""
+    coef_min: float = Field(0.0, ge=0)
+    """c_min: lower bound of c."""
+    coef_max: float = Field(1.0, gt=0)
+    """c_max: upper bound of c (TRL: 1.0)."""
+
+    @model_validator(mode="after")
+    def _min_le_max(self):
+        if self.coef_min > self.coef_max:
+            raise ValueError(f"coef_min ({self.coef_min}) must be <= coef_max ({self.coef_max})")
+        return self
+
+
 class LossSpec(Strict):
     ratio: RatioLevel = "token"
     """`token`: rho_t = exp(logp_t - logp_old_t) (PPO/GRPO); `sequence`: s_i = exp(mean_t(logp_t - logp_old_t)) (GSPO)."""
@@ -384,6 +481,38 @@ class LossSpec(Strict):
     """q of the top-entropy mask (Wang et al. 2025, 0.2 in the paper): only tokens with H_t >= the (1-q) quantile of the minibatch's entropies carry policy gradient; the normaliser still counts every token (null = off)."""
     cov_penalty: CovPenalty | None = None
     """Covariance-based remedy for entropy collapse, Clip-Cov or KL-Cov (null = off)."""
+    objective: Objective = Field(default_factory=lambda: PPOClipObjective(type="ppo_clip"))
+    """The policy objective, by `type`: `ppo_clip` (default), `cispo`, `sapo`, `gmpo`, `dppo_tv`, `dppo_kl` (docs/objectives.md)."""
+    entropy_control: EntropyControlSpec | None = None
+    """Steer the entropy coefficient towards a target entropy after every update (null = fixed loss.entropy_coef)."""
+
+    @model_validator(mode="after")
+    def _objective_knobs_act(self):
+        """Refuse a knob the chosen objective would silently ignore (docs/objectives.md)."""
+        kind = self.objective.type
+        if kind != "ppo_clip" and self.clip != ClipSpec():
+            raise ValueError(
+                f"clip: only objective ppo_clip reads it (its eps and dual clip would be inert under {kind}); "
+                "set the bounds in loss.objective"
+            )
+        if self.ratio == "sequence" and kind in ("gmpo", "dppo_tv", "dppo_kl"):
+            raise ValueError(
+                f"ratio: `sequence` would be inert under objective {kind}: "
+                + ("GMPO builds its own sequence ratio, the geometric mean of clipped token ratios"
+                   if kind == "gmpo" else "DPPO's mask and weight read each token's probability, not a ratio")
+            )
+        if kind == "gmpo" and self.aggregation != "seq_mean_token_mean":
+            raise ValueError(
+                f"aggregation: objective gmpo has one loss per sequence (broadcast to its tokens); {self.aggregation} "
+                "would weight sequences by length, which is not GMPO (use seq_mean_token_mean)"
+            )
+        ec = self.entropy_control
+        if ec is not None and not ec.coef_min <= self.entropy_coef <= ec.coef_max:
+            raise ValueError(
+                f"entropy_coef ({self.entropy_coef}) is c_0 of loss.entropy_control and must lie in "
+                f"[coef_min, coef_max] = [{ec.coef_min}, {ec.coef_max}]"
+            )
+        return self
 
 
 class KLSpec(Strict):
@@ -685,6 +814,7 @@ class Recipe(Strict):
                 f"({self.rollout.max_new_tokens})"
             )
         self._check_passk()
+        self._check_mean_scale()
         if self.rollout.is_correction.mode != "none" and self.rollout.old_logprobs == "sampler":
             raise ValueError(
                 "rollout.is_correction needs the trainer's recomputed log-probs beside the sampler's: "
@@ -718,6 +848,23 @@ class Recipe(Strict):
             raise ValueError(
                 "advantage.passk needs a binary reward: it cannot be combined with overlong.soft_punish "
                 "or kl.placement = reward, which make the reward continuous"
+            )
+
+    def _check_mean_scale(self):
+        """MaxRL's scale divides by the success rate: only a 0/1 reward has one."""
+        if self.advantage.scale != "mean":
+            return
+        if self.advantage.passk is not None:
+            raise ValueError(
+                "advantage.scale `mean` (MaxRL) cannot be combined with advantage.passk: PKPO's rewards are not 0/1 "
+                "and the analytic pass@k advantage replaces the scale"
+            )
+        terms = self.reward.terms
+        binary = len(terms) == 1 and isinstance(terms[0], VerifierTerm) and terms[0].weight == 1.0
+        if not binary or self.overlong.soft_punish is not None or self.kl.placement == "reward":
+            raise ValueError(
+                "advantage.scale `mean` (MaxRL) divides by the success rate: needs a binary reward (one verifier term "
+                "of weight 1, no overlong.soft_punish, kl.placement not reward)"
             )
 
     def notes(self) -> list[str]:
@@ -774,6 +921,18 @@ class Recipe(Strict):
                 "advantage.passk pkpo with k = rollout.group_size: one correct sample makes every transformed "
                 "reward 1 (pass@G of the group), so no group has spread and every advantage is 0; use k < G."
             )
+        kind = self.loss.objective.type
+        if kind != "ppo_clip" and on_policy:
+            out.append(
+                f"loss.objective {kind} with optim.mu = 1 and one minibatch: rho = 1, where every objective has "
+                "ppo_clip's gradient; they differ only off-policy."
+            )
+        if kind == "sapo" and self.loss.aggregation != "seq_mean_token_mean":
+            out.append("loss.objective sapo: the paper, TRL and verl aggregate with seq_mean_token_mean.")
+        if kind == "cispo" and self.loss.aggregation != "token_mean":
+            out.append("loss.objective cispo: the paper and TRL aggregate with token_mean (1 / sum_i |o_i|).")
+        if self.advantage.scale == "mean" and self.advantage.baseline == "leave_one_out":
+            out.append("advantage.scale mean with baseline leave_one_out is G/(G-1) times MaxRL (a rescale).")
         if self.kl.placement == "none" and self.kl.ref_reset_every:
             out.append("kl.ref_reset_every has no effect on the objective when kl.placement is none.")
         if self.loss.ratio == "sequence" and self.loss.aggregation != "seq_mean_token_mean":

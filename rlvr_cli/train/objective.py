@@ -3,16 +3,19 @@
 Every function here takes the recipe and tensors (no model, no session), so each phase of the step's
 objective is testable on hand-made tensors: the shaped reward (:func:`shape_rewards`), the advantages
 (:func:`step_advantages`), the entropy remedies' tokens (:func:`token_selection`), the per-token loss
-(:func:`token_loss`) and the rows that loss leaves at exactly zero (:func:`zero_loss_rows`).
+(:func:`token_loss`, its objective :func:`policy_surrogate`), the adaptive entropy coefficient
+(:class:`EntropyControl`) and the rows that loss leaves at exactly zero (:func:`zero_loss_rows`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from rlvr_cli.algo.advantages import group_advantages
+from rlvr_cli.algo.entropy_control import applied_entropy_coef, next_entropy_coef
 from rlvr_cli.algo.entropy_remedies import (
     clip_cov_selection,
     detach_selected,
@@ -26,8 +29,10 @@ from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.algo.passk import pass_at_k
 from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
-from rlvr_cli.algo.policy_loss import RATIOS, SurrogateOut, clipped_surrogate
-from rlvr_cli.recipe.schema import Recipe
+from rlvr_cli.algo.objectives import ObjectiveOut, cispo_surrogate, gmpo_surrogate, sapo_surrogate
+from rlvr_cli.algo.policy_loss import RATIOS, SurrogateOut, clipped_surrogate, token_log_ratio
+from rlvr_cli.algo.trust_region import dppo_surrogate
+from rlvr_cli.recipe.schema import LossSpec, Recipe
 
 
 def shape_rewards(recipe: Recipe, rewards, response_lengths, old_logp, ref_logp, mask) -> torch.Tensor:
@@ -61,6 +66,53 @@ def step_advantages(recipe: Recipe, shaped: torch.Tensor) -> tuple[torch.Tensor,
         return group_advantages(rewards, a.baseline, a.scale, a.eps), rewards, passk
     adv = passk_analytic_advantages(shaped, pk.k)
     return adv, adv, passk  # the advantage is 0 exactly where the k-subset rewards have no spread
+
+
+def _as_surrogate(out: ObjectiveOut) -> SurrogateOut:
+    """The new objectives' flags in PPO's record: no dual clip."""
+    return SurrogateOut(out.loss, out.ratio, out.limited_low, out.limited_high, torch.zeros_like(out.limited_low))
+
+
+def _ppo_clip(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
+    c = lo.clip
+    return clipped_surrogate(RATIOS[lo.ratio](logp, old_logp, mask), adv, c.eps_low, c.eps_high, c.dual_clip)
+
+
+def _cispo(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
+    o = lo.objective
+    return _as_surrogate(cispo_surrogate(logp, RATIOS[lo.ratio](logp, old_logp, mask), adv, o.eps_low, o.eps_high))
+
+
+def _sapo(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
+    o = lo.objective
+    return _as_surrogate(sapo_surrogate(RATIOS[lo.ratio](logp, old_logp, mask), adv, o.tau_pos, o.tau_neg))
+
+
+def _gmpo(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
+    o = lo.objective  # its own sequence level: the schema refuses loss.ratio sequence
+    return _as_surrogate(gmpo_surrogate(token_log_ratio(logp, old_logp, mask), adv, mask, o.eps_low, o.eps_high))
+
+
+def _dppo(divergence: str):
+    def dppo(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
+        o = lo.objective  # a per-token trust region: the schema refuses loss.ratio sequence
+        return _as_surrogate(dppo_surrogate(logp, old_logp, adv, divergence, o.delta_low, o.delta_high, o.is_cap))
+    return dppo
+
+
+SURROGATES = {"ppo_clip": _ppo_clip, "cispo": _cispo, "sapo": _sapo, "gmpo": _gmpo,
+              "dppo_tv": _dppo("tv"), "dppo_kl": _dppo("kl")}
+"""``loss.objective.type`` -> the per-token policy loss (keys = the schema's ``ObjectiveType``)."""
+
+ZERO_GRADIENT_FLAGS = ("ppo_clip", "gmpo", "dppo_tv", "dppo_kl")
+"""Objectives whose flagged tokens (``clipped_low/high``) have no gradient; CISPO's capped tokens keep it,
+SAPO flags none."""
+
+
+def policy_surrogate(recipe: Recipe, logp, old_logp, adv, mask) -> SurrogateOut:
+    """Per-token policy loss of ``loss.objective`` (:data:`SURROGATES`): ``logp`` (B, T) with gradient, the
+    behaviour ``old_logp`` (B, T), ``adv`` (B, 1), ``mask`` (B, T)."""
+    return SURROGATES[recipe.loss.objective.type](recipe.loss, logp, old_logp, adv, mask)
 
 
 @dataclass
@@ -97,11 +149,11 @@ def token_selection(recipe: Recipe, logp, entropy, old_logp, adv, mask, generato
     cp = lo.cov_penalty
     if cp is not None:
         sel.cov = token_covariance(logp, adv, mask)
-        if cp.type == "clip_cov":  # as verl: tokens PPO's clip already cuts are not candidates
-            log_ratio = RATIOS[lo.ratio](logp, old_logp, mask)
-            sur = clipped_surrogate(log_ratio, adv, lo.clip.eps_low, lo.clip.eps_high, lo.clip.dual_clip)
-            sel.cut = clip_cov_selection(sel.cov, mask, cp.clip_ratio, cp.lb, cp.ub, generator,
-                                         exclude=sur.clipped_low | sur.clipped_high)
+        if cp.type == "clip_cov":  # as verl: tokens the objective's clip already cuts are not candidates
+            sur = policy_surrogate(recipe, logp, old_logp, adv, mask)
+            cut = sur.clipped_low | sur.clipped_high
+            exclude = cut if lo.objective.type in ZERO_GRADIENT_FLAGS else torch.zeros_like(cut)
+            sel.cut = clip_cov_selection(sel.cov, mask, cp.clip_ratio, cp.lb, cp.ub, generator, exclude=exclude)
         else:
             sel.penalised = kl_cov_selection(sel.cov, mask, cp.kl_ratio)
     return sel
@@ -123,17 +175,17 @@ class LossInputs:
     """(B, T) sampler-mismatch importance weights; None: no correction."""
 
 
-def token_loss(recipe: Recipe, logp, entropy, rows: LossInputs,
-               sel: TokenSelection | None = None) -> tuple[torch.Tensor, SurrogateOut]:
-    """Per-token loss (B, T): w_t * remedy(clipped surrogate) + beta * KL_t (KL in the loss) - entropy_coef * H_t.
+def token_loss(recipe: Recipe, logp, entropy, rows: LossInputs, sel: TokenSelection | None = None,
+               entropy_coef: float | None = None) -> tuple[torch.Tensor, SurrogateOut]:
+    """Per-token loss (B, T): w_t * remedy(objective) + beta * KL_t (KL in the loss) - alpha * H_t.
 
     ``logp`` and ``entropy`` (B, T) are the current policy's; ``sel`` the remedies' tokens of these
-    rows (None: no remedy).
+    rows (None: no remedy); the objective is ``loss.objective`` (:func:`policy_surrogate`); alpha is
+    ``entropy_coef`` (the adaptive coefficient of this update), else ``loss.entropy_coef``.
     """
     lo, kl = recipe.loss, recipe.kl
     old_logp, ref_logp, adv, loss_mask, is_weights = rows.old_logp, rows.ref_logp, rows.adv, rows.loss_mask, rows.is_weights
-    log_ratio = RATIOS[lo.ratio](logp, old_logp, loss_mask)
-    sur = clipped_surrogate(log_ratio, adv, lo.clip.eps_low, lo.clip.eps_high, lo.clip.dual_clip)
+    sur = policy_surrogate(recipe, logp, old_logp, adv, loss_mask)
     loss = sur.loss
     if sel is not None and sel.keep is not None:  # top-entropy: numerator only, the normaliser keeps every token
         loss = loss * sel.keep
@@ -145,9 +197,39 @@ def token_loss(recipe: Recipe, logp, entropy, rows: LossInputs,
         loss = loss * is_weights
     if ref_logp is not None and kl.in_loss:
         loss = loss + kl.beta * KL_ESTIMATORS[kl.estimator](logp, ref_logp)
-    if lo.entropy_coef:
-        loss = loss - lo.entropy_coef * entropy
+    alpha = lo.entropy_coef if entropy_coef is None else entropy_coef
+    if alpha:
+        loss = loss - alpha * entropy
     return loss, sur
+
+
+@dataclass
+class EntropyControl:
+    """``loss.entropy_control``'s state between optimiser updates (arXiv 2505.22312; TRL
+    ``use_adaptive_entropy``): c and the last update's measured mean token entropy (+inf before the
+    first). Kept in the session's checkpointed state, so a resumed run continues it exactly."""
+
+    coef: float
+    last_entropy: float = math.inf
+
+    @classmethod
+    def from_state(cls, recipe: Recipe, state: dict) -> EntropyControl:
+        """The saved state (``state["entropy_control"]``), else c_0 = ``loss.entropy_coef``."""
+        saved = state.get("entropy_control")
+        return cls(**saved) if saved else cls(recipe.loss.entropy_coef)
+
+    def save(self, state: dict) -> None:
+        state["entropy_control"] = {"coef": self.coef, "last_entropy": self.last_entropy}
+
+    def alpha(self, recipe: Recipe) -> float:
+        """The coefficient of the next update's entropy bonus."""
+        return applied_entropy_coef(self.coef, self.last_entropy, recipe.loss.entropy_control.target)
+
+    def advance(self, recipe: Recipe, entropy: float) -> None:
+        """After an update whose loss tokens had mean entropy ``entropy``: c_{k+1}, and e_k kept."""
+        ec = recipe.loss.entropy_control
+        self.coef = next_entropy_coef(self.coef, entropy, ec.target, ec.delta, ec.coef_min, ec.coef_max)
+        self.last_entropy = entropy
 
 
 def zero_loss_rows(recipe: Recipe, adv: torch.Tensor, ref_logp, loss_mask: torch.Tensor) -> torch.Tensor:
@@ -157,12 +239,13 @@ def zero_loss_rows(recipe: Recipe, adv: torch.Tensor, ref_logp, loss_mask: torch
     - No loss token (``loss_mask``, (B, T), all 0: e.g. truncated and masked): every term is masked.
     - Advantage exactly 0 (a group with no reward spread under a group baseline, a pass@k advantage
       with no k-subset spread), where every term of the loss carries A: the clipped surrogate
-      -min(rho*0, clip(rho)*0) = 0, and its top-entropy mask, Clip-Cov's detach and the importance
-      weights keep it 0; not with KL in the loss, an entropy bonus or KL-Cov's penalty (it can pick
-      any token), which reach such a row whatever A is.
+      -min(rho*0, clip(rho)*0) = 0 (every loss.objective is proportional to A), and its top-entropy
+      mask, Clip-Cov's detach and the importance weights keep it 0; not with KL in the loss, an
+      entropy bonus (fixed or adaptive) or KL-Cov's penalty (it can pick any token), which reach
+      such a row whatever A is.
     """
     cov = recipe.loss.cov_penalty
     terms_without_adv = ((ref_logp is not None and recipe.kl.in_loss) or recipe.loss.entropy_coef
-                         or (cov is not None and cov.type == "kl_cov"))
+                         or recipe.loss.entropy_control is not None or (cov is not None and cov.type == "kl_cov"))
     no_loss_token = loss_mask.sum(dim=1) == 0
     return no_loss_token if terms_without_adv else no_loss_token | (adv == 0)

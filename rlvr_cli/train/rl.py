@@ -10,9 +10,10 @@ One step (:func:`_train_step`):
   4. advantages per group: baseline and scale, or a pass@k objective (PKPO's reward transform,
      the analytic pass@k advantage)                          -> :func:`.objective.step_advantages`
   5. mu passes x minibatches optimiser updates of
-        loss = aggregate( w_t * remedy( clipped surrogate (token or sequence ratio) )
+        loss = aggregate( w_t * remedy( objective: PPO clip (token or sequence ratio), CISPO, SAPO, GMPO, DPPO )
                           + beta * KL_t            (KL in the loss)
-                          - entropy_coef * H_t )   over response tokens, after masks
+                          - alpha * H_t )          over response tokens, after masks
+     (alpha: loss.entropy_coef, or the adaptive coefficient, moved after each update: .objective.EntropyControl)
                                                               -> :func:`.objective.token_loss`
      where remedy() is the top-entropy mask, Clip-Cov's cut or KL-Cov's penalty (their tokens chosen
      once per minibatch: :func:`.objective.token_selection`) and w_t the sampler-mismatch importance
@@ -54,7 +55,8 @@ from rlvr_cli.tasks import build_task
 from rlvr_cli.train.batch import Batch
 from rlvr_cli.train.loop import RunHooks, apply_update, run_steps, schedule_step
 from rlvr_cli.train.objective import (
-    TokenSelection, shape_rewards, step_advantages, token_loss, token_selection, uses_token_selection, zero_loss_rows,
+    EntropyControl, TokenSelection, shape_rewards, step_advantages, token_loss, token_selection, uses_token_selection,
+    zero_loss_rows,
 )
 from rlvr_cli.train.packing import length_sorted_chunks, response_logprobs
 from rlvr_cli.train.parallel import full_state_dict, micro_batch_passes
@@ -256,6 +258,8 @@ def _minibatch_update(session: Session, batch: Batch, mb_idx, stats: UpdateStats
     if uses_token_selection(r) and not no_loss_tokens:  # one process only (preflight refuses N > 1)
         sel = _minibatch_selection(session, batch, mb_idx, choice.generator())
         stats.add_selection(sel, float(mb_mask.sum()))
+    ctl = EntropyControl.from_state(r, session.state) if r.loss.entropy_control is not None else None
+    stats.begin_update(None if ctl is None else ctl.alpha(r))  # adaptive entropy: one alpha per update
     session.optimizer.zero_grad(set_to_none=True)
     backprop, zero_loss = _micro_batches(mb_idx, batch.zero_loss[mb_idx.to(batch.zero_loss.device)].cpu(),
                                          batch.lengths, r.optim.micro_batches)
@@ -263,6 +267,8 @@ def _minibatch_update(session: Session, batch: Batch, mb_idx, stats: UpdateStats
     for rows, backward in micro_batch_passes(session, backprop, zero_loss, backward=not no_loss_tokens):
         total += _micro_batch(session, batch, rows, z, sel, stats, first_pass=first_pass, backward=backward)
     total = dist.all_reduce_sum(total)
+    if ctl is not None:
+        _advance_entropy_control(session, ctl, stats)
     if no_loss_tokens:
         stats.no_loss_tokens += 1
         schedule_step(session)
@@ -271,6 +277,15 @@ def _minibatch_update(session: Session, batch: Batch, mb_idx, stats: UpdateStats
     stats.skipped += not applied
     stats.losses.append(total)
     stats.norms.append(gnorm)
+
+
+def _advance_entropy_control(session: Session, ctl: EntropyControl, stats: UpdateStats) -> None:
+    """c_{k+1} from the update's mean entropy over every rank's loss tokens; saved in the checkpointed state."""
+    ent_sum, tokens = dist.all_reduce(stats.update_entropy, "sum")
+    if tokens:
+        ctl.advance(session.recipe, ent_sum / tokens)
+    ctl.save(session.state)
+    stats.coef_state = ctl.coef
 
 
 def _micro_batches(mb_idx: torch.Tensor, zero_loss: torch.Tensor, lengths: list[int],
@@ -309,7 +324,10 @@ def _micro_batch(session: Session, batch: Batch, idx, z: float, sel: TokenSelect
     with session.amp(), torch.set_grad_enabled(backward):  # without a backward, not through the DDP wrapper
         logp, ent = response_logprobs(session.train_model if backward else session.model, mb, r.rollout.temperature,
                                       with_entropy=True)
-    tok_loss, sur = token_loss(r, logp, ent, rows, sel=sel.rows(didx, w) if sel is not None else None)
+    sel_rows = sel.rows(didx, w) if sel is not None else None
+    tok_loss, sur = token_loss(r, logp, ent, rows, sel=sel_rows, entropy_coef=stats.alpha)
+    keep = sel_rows.keep if sel_rows is not None and sel_rows.keep is not None else 1.0
+    stats.add_update_entropy(ent, rows.loss_mask * keep)  # the policy loss's tokens (after the top-entropy mask)
     loss = aggregate(tok_loss, rows.loss_mask, r.loss.aggregation, r.loss.length_constant, normalizer=z)
     if backward:
         (loss * session.grad_scale).backward()

@@ -66,6 +66,12 @@ class UpdateStats:
     cov_selected: float | None = None
     cov_sum: float = 0.0
     cov_selected_sum: float = 0.0
+    alpha: float | None = None
+    """The adaptive entropy coefficient of the current update (None: loss.entropy_coef, fixed)."""
+    alphas: list[float] = field(default_factory=list)
+    update_entropy: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    """sum_t H_t and the token count over the current update's loss tokens (this rank)."""
+    coef_state: float | None = None
 
     def add_tokens(self, sur: SurrogateOut, loss_mask: torch.Tensor) -> None:
         """Clip and ratio statistics over the tokens that count in the loss."""
@@ -81,6 +87,17 @@ class UpdateStats:
     def add_entropy(self, entropy: torch.Tensor, mask: torch.Tensor) -> None:
         self.ent_sum += float((entropy.detach() * mask).sum())
         self.ent_tokens += float(mask.sum())
+
+    def begin_update(self, alpha: float | None) -> None:
+        self.alpha, self.update_entropy = alpha, [0.0, 0.0]
+        if alpha is not None:
+            self.alphas.append(alpha)
+
+    def add_update_entropy(self, entropy: torch.Tensor, loss_mask: torch.Tensor) -> None:
+        """The adaptive entropy coefficient's measurement: the entropy over the policy loss's tokens."""
+        if self.alpha is not None:
+            self.update_entropy[0] += float((entropy.detach() * loss_mask).sum())
+            self.update_entropy[1] += float(loss_mask.sum())
 
     def add_selection(self, sel: TokenSelection, tokens: float) -> None:
         """The remedies' token counts of one minibatch with ``tokens`` loss tokens (``sel`` is 0 elsewhere)."""
@@ -119,6 +136,8 @@ class UpdateStats:
             "cov_selected_frac": _ratio(self.cov_selected, self.sel_tokens),
             "cov_mean": _ratio(self.cov_sum if self.cov_selected is not None else None, self.sel_tokens),
             "cov_selected_mean": _ratio(self.cov_selected_sum if self.cov_selected else None, self.cov_selected),
+            "entropy_coef": mean(self.alphas),
+            "entropy_coef_state": self.coef_state,
         }
 
 
