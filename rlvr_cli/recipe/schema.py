@@ -507,6 +507,21 @@ class CodeSpec(Strict):
     """Interpreter that runs the programs (null = the one running rlvr)."""
 
 
+class LengthControlSpec(Strict):
+    """Reward shaping on response length, added to the raw reward before the group baseline (rlvr_cli/algo/length_control.py; null weights = off). Correctness c_i is r_i > 0, so it needs one verifier term of positive weight."""
+
+    brevity_bonus: float | None = Field(None, gt=0, le=10)
+    """w of `brevity_bonus`: r_i += w * c_i * clamp(1 - |o_i| / mean correct |o_j| of the group, 0, 1), correct responses only (prime-rl PR #2265, correctness-gated efficiency shaping)."""
+    group_length_penalty: float | None = Field(None, gt=0, le=10)
+    """w of `group_length_penalty`: r_i += w * len_i, lambda_i = 1/2 - (|o_i| - min) / (max - min) over the group, len_i = lambda_i if correct else min(0, lambda_i) (Kimi k1.5, arXiv:2501.12599 §2.3.3)."""
+    incorrect_offset: float | None = Field(None, ge=-10, lt=0)
+    """delta of `offset_incorrect`: r_i += delta * (1 - c_i), e.g. -1 scores a wrong answer -1 ("penalise wrong"); with binary rewards only a no-std advantage sees it (x (1 - delta))."""
+
+    def weights(self) -> tuple[float, float, float]:
+        """(brevity_weight, length_penalty_weight, incorrect_offset) of `length_controlled_rewards`, 0 for null."""
+        return self.brevity_bonus or 0.0, self.group_length_penalty or 0.0, self.incorrect_offset or 0.0
+
+
 class RewardSpec(Strict):
     terms: list[RewardTerm] = Field(default_factory=lambda: [VerifierTerm()], min_length=1)
     """r_i = sum_k weight_k * term_k(o_i). Accuracy is always logged from the task's true verifier."""
@@ -523,6 +538,8 @@ class RewardSpec(Strict):
     truncated_is_incorrect: bool = True
     """A response cut at rollout.max_new_tokens never gave its final answer: its true outcome is `incorrect` and every answer-based term is 0."""
     code: CodeSpec = Field(default_factory=CodeSpec)
+    length_control: LengthControlSpec | None = None
+    """Length controls on the reward (null = off): brevity bonus, group length penalty, wrong-answer offset."""
 
     @model_validator(mode="after")
     def _distinct_extract(self):
@@ -685,6 +702,7 @@ class Recipe(Strict):
                 f"({self.rollout.max_new_tokens})"
             )
         self._check_passk()
+        self._check_length_control()
         if self.rollout.is_correction.mode != "none" and self.rollout.old_logprobs == "sampler":
             raise ValueError(
                 "rollout.is_correction needs the trainer's recomputed log-probs beside the sampler's: "
@@ -718,6 +736,32 @@ class Recipe(Strict):
             raise ValueError(
                 "advantage.passk needs a binary reward: it cannot be combined with overlong.soft_punish "
                 "or kl.placement = reward, which make the reward continuous"
+            )
+
+    def _check_length_control(self):
+        """Refuses length controls that cannot act: c_i = r_i > 0 needs one verifier term of positive weight; pass@k
+        needs binary rewards; the offset alone on binary rewards is r' = (1 - delta) r + delta, which any group or
+        batch baseline then std scale undoes (algo/length_control.py, item 3)."""
+        lc = self.reward.length_control
+        if lc is None:
+            return
+        terms = self.reward.terms
+        if len(terms) != 1 or not isinstance(terms[0], VerifierTerm) or terms[0].weight <= 0:
+            raise ValueError("reward.length_control needs reward.terms to be one verifier term of positive weight "
+                             "(correctness is read as reward > 0)")
+        if lc.weights() == (0.0, 0.0, 0.0):
+            raise ValueError("reward.length_control sets no control: give brevity_bonus, group_length_penalty or "
+                             "incorrect_offset, or set reward.length_control to null")
+        if self.advantage.passk is not None:
+            raise ValueError("reward.length_control makes the reward continuous: it cannot be combined with advantage.passk")
+        only_offset = lc.brevity_bonus is None and lc.group_length_penalty is None
+        other_shaping = self.overlong.soft_punish is not None or self.kl.placement == "reward"
+        a = self.advantage
+        if only_offset and not other_shaping and a.baseline != "none" and a.scale != "none":
+            raise ValueError(
+                f"reward.length_control.incorrect_offset alone is inert under advantage.scale {a.scale}: binary rewards "
+                "become (1 - delta) r + delta and the baseline and std remove both; use scale none (Dr. GRPO, where it "
+                "scales advantages by 1 - delta) or baseline none"
             )
 
     def notes(self) -> list[str]:
