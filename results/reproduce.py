@@ -97,6 +97,12 @@ EXPERIMENTS = [
         },
         builds=["builtin:tiny-length"],  # the base of every run (recipes/base_sft_length.yaml), ~3 minutes
     ),
+    Experiment(  # issue 32: the redesigned length experiment (docs/length.md), to replace "length" once run
+        "length_check",
+        {name: f"recipes/experiments/length_check/{name}.yaml" for name in (
+            "grpo", "dr_grpo", "no_length_norm", "no_std", "brevity_bonus", "length_penalty", "offset_dr_grpo")},
+        builds=["builtin:tiny-check-marked"],  # recipes/base_sft_check_marked.yaml, ~9 minutes on a free core
+    ),
     Experiment(
         "length_free",
         {

@@ -28,7 +28,7 @@ RL, SFT, BOTH = ("rl",), ("sft",), ("rl", "sft")
 METRICS: tuple[Metric, ...] = (
     Metric("step", "the step number (1-based)", "step", BOTH),
     Metric("reward_mean", "mean of the recipe's reward (sum_k w_k term_k) over every response sampled this step", "reward (train)"),
-    Metric("reward_shaped_mean", "mean reward after overlong shaping and KL-in-reward, over the trained batch", "shaped reward"),
+    Metric("reward_shaped_mean", "mean reward after the length controls, overlong shaping and KL-in-reward, over the trained batch (minus reward_mean: the mean shaping term without dynamic sampling)", "shaped reward"),
     Metric("accuracy", "fraction correct by the task's **true** verifier (whatever reward drives training), all sampled responses", "accuracy (train)"),
     Metric("kl_mean", "recipe estimator of KL(pi_old ‖ pi_ref) per response token, mean over tokens (null on the steps `kl.track_every` skips when KL is only tracked)", "KL mean"),
     Metric("kl_max", "the same estimator, max over tokens", "KL max"),

@@ -190,6 +190,9 @@ def _rest(r, w: Warnings) -> list[str]:
         w.add("reward.terms.random", "the random reward draws from TRL's global step (optimiser updates), so its values differ from rlvr's run")
     if r.rollout.old_logprobs == "sampler":
         w.add("rollout.old_logprobs", "TRL recomputes the behaviour log-probs with a forward pass (its sampler's are not used)")
+    for knob in ("brevity_bonus", "group_length_penalty", "incorrect_offset") if r.reward.length_control else ():
+        if getattr(r.reward.length_control, knob) is not None:
+            w.add(f"reward.length_control.{knob}", "not exported: TRL has no such reward shaping and rlvr's trl_reward does not add it")
     if r.overlong.soft_punish is not None:
         notes.append("overlong.soft_punish: TRL has none; rlvr's reward function (trl_reward.RlvrReward) adds it, so use that reward")
     notes.append("eval.*: TRL does not compute pass@k; run `rlvr eval` on TRL's checkpoints (output_dir/checkpoint-N)")

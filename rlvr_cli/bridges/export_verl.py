@@ -278,6 +278,9 @@ def _shaping(r, w: Warnings) -> dict:
         w.add("reward.terms", "rlvr_cli/bridges/verl_reward.py scores the task's verifier only (0/1); other terms and weights are not carried")
     if r.reward.truncated_is_incorrect:
         w.add("reward.truncated_is_incorrect", "verl's reward function does not know a response was truncated: an answer in a cut response still counts")
+    for knob in ("brevity_bonus", "group_length_penalty", "incorrect_offset") if r.reward.length_control else ():
+        if getattr(r.reward.length_control, knob) is not None:
+            w.add(f"reward.length_control.{knob}", "not exported: verl has no such reward shaping and rlvr's verl_reward scores one response without its group")
     if any(t.type == "random" for t in r.reward.terms):
         w.add("reward.terms.random", "the random reward is drawn per (step, prompt, sample) in rlvr; verl's reward function does not see the sample index")
     return out

@@ -636,6 +636,21 @@ class CodeSpec(Strict):
     """Interpreter that runs the programs (null = the one running rlvr)."""
 
 
+class LengthControlSpec(Strict):
+    """Reward shaping on response length, added to the raw reward before the group baseline (rlvr_cli/algo/length_control.py; null weights = off). Correctness c_i is r_i > 0, so it needs one verifier term of positive weight."""
+
+    brevity_bonus: float | None = Field(None, gt=0, le=10)
+    """w of `brevity_bonus`: r_i += w * c_i * clamp(1 - |o_i| / mean correct |o_j| of the group, 0, 1), correct responses only (prime-rl PR #2265, correctness-gated efficiency shaping)."""
+    group_length_penalty: float | None = Field(None, gt=0, le=10)
+    """w of `group_length_penalty`: r_i += w * len_i, lambda_i = 1/2 - (|o_i| - min) / (max - min) over the group, len_i = lambda_i if correct else min(0, lambda_i) (Kimi k1.5, arXiv:2501.12599 §2.3.3)."""
+    incorrect_offset: float | None = Field(None, ge=-10, lt=0)
+    """delta of `offset_incorrect`: r_i += delta * (1 - c_i), e.g. -1 scores a wrong answer -1 ("penalise wrong"); with binary rewards only a no-std advantage sees it (x (1 - delta))."""
+
+    def weights(self) -> tuple[float, float, float]:
+        """(brevity_weight, length_penalty_weight, incorrect_offset) of `length_controlled_rewards`, 0 for null."""
+        return self.brevity_bonus or 0.0, self.group_length_penalty or 0.0, self.incorrect_offset or 0.0
+
+
 class RewardSpec(Strict):
     terms: list[RewardTerm] = Field(default_factory=lambda: [VerifierTerm()], min_length=1)
     """r_i = sum_k weight_k * term_k(o_i). Accuracy is always logged from the task's true verifier."""
@@ -652,6 +667,8 @@ class RewardSpec(Strict):
     truncated_is_incorrect: bool = True
     """A response cut at rollout.max_new_tokens never gave its final answer: its true outcome is `incorrect` and every answer-based term is 0."""
     code: CodeSpec = Field(default_factory=CodeSpec)
+    length_control: LengthControlSpec | None = None
+    """Length controls on the reward (null = off): brevity bonus, group length penalty, wrong-answer offset."""
 
     @model_validator(mode="after")
     def _distinct_extract(self):
@@ -815,6 +832,7 @@ class Recipe(Strict):
             )
         self._check_passk()
         self._check_mean_scale()
+        self._check_length_control()
         if self.rollout.is_correction.mode != "none" and self.rollout.old_logprobs == "sampler":
             raise ValueError(
                 "rollout.is_correction needs the trainer's recomputed log-probs beside the sampler's: "
@@ -861,10 +879,37 @@ class Recipe(Strict):
             )
         terms = self.reward.terms
         binary = len(terms) == 1 and isinstance(terms[0], VerifierTerm) and terms[0].weight == 1.0
-        if not binary or self.overlong.soft_punish is not None or self.kl.placement == "reward":
+        shaped = self.overlong.soft_punish is not None or self.kl.placement == "reward" or self.reward.length_control is not None
+        if not binary or shaped:
             raise ValueError(
                 "advantage.scale `mean` (MaxRL) divides by the success rate: needs a binary reward (one verifier term "
-                "of weight 1, no overlong.soft_punish, kl.placement not reward)"
+                "of weight 1, no overlong.soft_punish, no reward.length_control, kl.placement not reward)"
+            )
+
+    def _check_length_control(self):
+        """Refuses length controls that cannot act: c_i = r_i > 0 needs one verifier term of positive weight; pass@k
+        needs binary rewards; the offset alone on binary rewards is r' = (1 - delta) r + delta, which any group or
+        batch baseline then std scale undoes (algo/length_control.py, item 3)."""
+        lc = self.reward.length_control
+        if lc is None:
+            return
+        terms = self.reward.terms
+        if len(terms) != 1 or not isinstance(terms[0], VerifierTerm) or terms[0].weight <= 0:
+            raise ValueError("reward.length_control needs reward.terms to be one verifier term of positive weight "
+                             "(correctness is read as reward > 0)")
+        if lc.weights() == (0.0, 0.0, 0.0):
+            raise ValueError("reward.length_control sets no control: give brevity_bonus, group_length_penalty or "
+                             "incorrect_offset, or set reward.length_control to null")
+        if self.advantage.passk is not None:
+            raise ValueError("reward.length_control makes the reward continuous: it cannot be combined with advantage.passk")
+        only_offset = lc.brevity_bonus is None and lc.group_length_penalty is None
+        other_shaping = self.overlong.soft_punish is not None or self.kl.placement == "reward"
+        a = self.advantage
+        if only_offset and not other_shaping and a.baseline != "none" and a.scale != "none":
+            raise ValueError(
+                f"reward.length_control.incorrect_offset alone is inert under advantage.scale {a.scale}: binary rewards "
+                "become (1 - delta) r + delta and the baseline and std remove both; use scale none (Dr. GRPO, where it "
+                "scales advantages by 1 - delta) or baseline none"
             )
 
     def notes(self) -> list[str]:

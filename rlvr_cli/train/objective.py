@@ -26,6 +26,7 @@ from rlvr_cli.algo.entropy_remedies import (
     top_entropy_mask,
 )
 from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
+from rlvr_cli.algo.length_control import length_controlled_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.algo.passk import pass_at_k
 from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
@@ -36,10 +37,13 @@ from rlvr_cli.recipe.schema import LossSpec, Recipe
 
 
 def shape_rewards(recipe: Recipe, rewards, response_lengths, old_logp, ref_logp, mask) -> torch.Tensor:
-    """The reward the advantages see: raw ``rewards`` (B,) + DAPO soft overlong penalty on the
+    """The reward the advantages see: raw ``rewards`` (B,) + length controls + DAPO soft overlong penalty on the
     ``response_lengths`` (B,), then KL in the reward (r <- r - beta * sum_t k1_t) when the reference's
     log-probs ``ref_logp`` (B, T) were computed."""
     shaped = rewards.clone()
+    if (lc := recipe.reward.length_control) is not None:  # first, on group-major rows; c_i = r_i > 0 (schema)
+        r, n = rewards.view(-1, recipe.rollout.group_size), response_lengths.view(-1, recipe.rollout.group_size)
+        shaped = length_controlled_rewards(r, n, r > 0, *lc.weights()).flatten()
     sp = recipe.overlong.soft_punish
     if sp is not None:
         shaped = shaped + soft_overlong_penalty(response_lengths, recipe.rollout.max_new_tokens, sp.buffer, sp.factor)
