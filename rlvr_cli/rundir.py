@@ -33,6 +33,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 import weakref
 from pathlib import Path
 
@@ -114,17 +115,77 @@ def _key(run_dir: Path) -> str:
 
 
 def holder_pid(run_dir: str | Path) -> int | None:
-    """The pid written by the lock's last holder (it may have exited since)."""
+    """The pid written by the lock's last holder (it may have exited since); None when there is no
+    lock file or it is not a regular file (it is never read through a link, nor opened blocking)."""
     try:
-        text = (Path(run_dir) / LOCK_NAME).read_text(encoding="ascii", errors="replace").strip()
+        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip() if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+    except OSError:
+        text = ""
+    finally:
+        os.close(fd)
     return int(text) if text.isdigit() else None
+
+
+_KINDS = {RECIPE: stat.S_ISREG, STATUS: stat.S_ISREG, METRICS: stat.S_ISREG,
+          EVAL_DIR: stat.S_ISDIR, SAMPLES_DIR: stat.S_ISDIR, CHECKPOINTS_DIR: stat.S_ISDIR}
+"""What each of the trainer's names must be when it exists (a symbolic link is never one of them)."""
+
+
+def check_run_files(run_dir: str | Path) -> None:
+    """Refuse (``UserError``, exit 2, naming the path) a run directory whose files the trainer would write
+    or delete through: a symbolic link or a special file in place of ``run.json``, ``metrics.jsonl``,
+    ``recipe.yaml``, ``eval/``, ``samples/``, ``checkpoints/`` or a ``checkpoints/step_N``. The trainer
+    appends to, rewrites and prunes these; through a link it would change files outside the run."""
+    run_dir = Path(run_dir)
+    for name, is_kind in _KINDS.items():
+        path = run_dir / name
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise UserError(f"{path}: cannot inspect: {e.strerror}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise UserError(f"{path}: is a symbolic link; rlvr does not write through it (remove it)")
+        if not is_kind(st.st_mode):
+            want = "directory" if is_kind is stat.S_ISDIR else "regular file"
+            raise UserError(f"{path}: not a {want}; rlvr does not write there (remove it)")
+    ck = run_dir / CHECKPOINTS_DIR
+    if ck.is_dir():
+        for d in ck.iterdir():
+            if STEP_DIR.match(d.name) and d.is_symlink():
+                raise UserError(f"{d}: is a symbolic link; rlvr does not write through it (remove it)")
+
+
+def _open_lock_file(run_dir: Path) -> int:
+    """Open (creating) ``RUN/.lock`` without following a link or blocking on a FIFO; refuse anything but
+    a regular file with one name (a hard link is another file's data) with ``UserError`` naming it."""
+    path = run_dir / LOCK_NAME
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UserError(f"{path}: is a symbolic link; rlvr does not write through it (remove it)") from None
+        if e.errno in (errno.ENXIO, errno.EISDIR, errno.ENODEV, errno.EOPNOTSUPP):
+            raise UserError(f"{path}: not a regular file; rlvr does not write there (remove it)") from None
+        raise UserError(f"{run_dir}: cannot create the run directory's lock file: {e.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(st.st_mode) else "a hard link to another file"
+        raise UserError(f"{path}: {what}; rlvr does not write there (remove it)")
+    return fd
 
 
 def acquire(run_dir: str | Path, owner: object | None = None) -> None:
     """Take the run directory's lock (creating the directory), or raise ``UserError`` naming the pid
-    of the process that holds it. With ``owner``, the hold ends when ``owner`` is garbage-collected."""
+    of the process that holds it. With ``owner``, the hold ends when ``owner`` is garbage-collected.
+    The run's files are checked (:func:`check_run_files`) once the lock is held."""
     run_dir = Path(run_dir)
     key = _key(run_dir)
     if key in _held:
@@ -132,21 +193,29 @@ def acquire(run_dir: str | Path, owner: object | None = None) -> None:
     else:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as e:
-            raise UserError(f"{run_dir}: cannot create the run directory's lock file: {e.strerror}") from None
+            raise UserError(f"{run_dir}: cannot create the run directory: {e.strerror}") from None
+        fd = _open_lock_file(run_dir)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
+            try:
+                text = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip()
+            except OSError:
+                text = ""
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise UserError(f"{run_dir}/{LOCK_NAME}: cannot lock the run directory: {e.strerror}") from None
-            pid = holder_pid(run_dir)
-            who = f"process {pid}" if pid else "another process"
+            who = f"process {text}" if text.isdigit() else "another process"
             raise UserError(
                 f"{run_dir}: in use by {who}, which holds {run_dir / LOCK_NAME}; wait for it to finish "
                 "(or stop it) before training into this directory again"
             ) from None
+        try:
+            check_run_files(run_dir)
+        except UserError:
+            os.close(fd)
+            raise
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

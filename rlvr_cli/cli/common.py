@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 from rlvr_cli.console import console  # noqa: F401 - the commands import it from here
 from rlvr_cli.errors import UserError
 
@@ -36,3 +39,67 @@ def task_from_arg(arg: str):
             [f"--task {arg}: not a built-in task ({', '.join(BUILTIN_TASKS)}) nor a loadable recipe:"] + e.problems
         ) from None
     return build_task(recipe.task)
+
+
+_SYSTEM_TREES = ("/proc", "/sys", "/dev")
+
+
+def _writable_dir(d: str) -> str | None:
+    """Why nothing can be created in the existing directory ``d`` (None: it can). A probe file, since
+    ``os.access`` says yes to root on a read-only mount."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".rlvr-probe-", dir=d)
+    except OSError as e:
+        return f"cannot write in {d} ({e.strerror})"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def output_problem(flag: str, path: str | None, directory: bool = False) -> str | None:
+    """Why ``path`` cannot be the output of ``flag`` (a file, or with ``directory`` a folder rlvr fills),
+    as the one line ``FLAG PATH: reason``; None when it can. Checked before any work: a path under
+    /proc, /sys or /dev; an existing symbolic link (rlvr writes in place of it, never through it) or
+    special file; a file where a directory is wanted and the reverse; a missing or unwritable parent."""
+    if path is None:
+        return None
+    p = os.path.abspath(path)
+    head = f"{flag} {path}"
+    parent = os.path.dirname(p)
+    real_parent = os.path.realpath(parent)
+    if any(t == real_parent or real_parent.startswith(t + "/") or p.startswith(t + "/") for t in _SYSTEM_TREES):
+        return f"{head}: under a system tree ({', '.join(_SYSTEM_TREES)}); write elsewhere"
+    try:
+        st = os.lstat(p)
+    except (FileNotFoundError, NotADirectoryError):  # missing, or below a file (named by the walk up)
+        st = None
+    except OSError as e:
+        return f"{head}: cannot inspect ({e.strerror})"
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            return f"{head}: is a symbolic link; rlvr does not write through it (remove it or name the target)"
+        if directory and not stat.S_ISDIR(st.st_mode):
+            return f"{head}: exists and is not a directory"
+        if not directory and stat.S_ISDIR(st.st_mode):
+            return f"{head}: is a directory (give a file name)"
+        if not directory and not stat.S_ISREG(st.st_mode):
+            return f"{head}: not a regular file"
+        if directory:
+            why = _writable_dir(p)
+            return f"{head}: {why}" if why else None
+    ancestor = parent if not directory else p
+    while not os.path.lexists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        return f"{head}: {ancestor} is not a directory"
+    why = _writable_dir(ancestor)
+    return f"{head}: {why}" if why else None
+
+
+def check_output(flag: str, path: str | None, directory: bool = False) -> None:
+    """:func:`output_problem` as a ``UserError`` (exit 2)."""
+    problem = output_problem(flag, path, directory)
+    if problem:
+        raise UserError(problem)

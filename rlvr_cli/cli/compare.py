@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlvr_cli.cli.common import console
+from rlvr_cli.cli.common import check_output, console
 
 
 def compare(
@@ -57,6 +57,7 @@ def compare(
     """
     from rlvr_cli.compare import compare_runs
 
+    check_output("--out", out, directory=True)
     result = compare_runs(runs, Path(out), smooth=smooth, band=band, label_by=label_by, control=control,
                           n_resamples=resamples)
     if tensorboard is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from rlvr_cli.cli.common import SEED_MAX, SEED_MIN, console
+from rlvr_cli.cli.common import check_output, SEED_MAX, SEED_MIN, console
 from rlvr_cli.errors import UserError
 
 
@@ -106,8 +106,7 @@ def evaluate(
 
     if device is not None:
         resolve_device(device, "--device")  # an unknown or absent device: exit 2 before loading anything
-    if out is not None and Path(out).is_dir():
-        raise UserError(f"--out {out}: is a directory (give a file name)")
+    check_output("--out", out)
     root = run_root(Path(model).expanduser())
     recipe = load_run_recipe(root) if root is not None else None
     is_run = root is not None and root == Path(model).expanduser()

@@ -15,7 +15,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from rlvr_cli.cli.common import SEED_MAX, SEED_MIN, console, task_from_arg
+from rlvr_cli.cli.common import check_output, SEED_MAX, SEED_MIN, console, task_from_arg
 from rlvr_cli.errors import UserError
 
 
@@ -51,8 +51,7 @@ def sample(
 
     if split not in ("eval", "train"):
         raise UserError(f"--split {split}: choose eval or train")
-    if Path(out).is_dir():
-        raise UserError(f"--out {out}: is a directory (give a file name)")
+    check_output("--out", out)
     if threads:
         torch.set_num_threads(threads)
     t = task_from_arg(task)

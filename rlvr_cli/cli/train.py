@@ -64,19 +64,24 @@ def train(
 
     Example: rlvr train recipes/dr_grpo.yaml --set optim.lr=3e-4 --seed 1
     """
-    from rlvr_cli.train.launch import check_launch, run_training
+    from rlvr_cli.errors import UserError
+    from rlvr_cli.train.launch import check_launch, record_rank_error, run_training
     from rlvr_cli.train.session import default_run_dir
     from rlvr_cli.warm_start import ensure_built
 
-    overrides = list(set_) + ([f"seed={seed}"] if seed is not None else [])
-    r = load_recipe(recipe, overrides)
-    check_launch(r, nproc)
-    ensure_built(r.model.name, r.model.reference)
-    run_dir = Path(out) if out else default_run_dir(r, seed)
-    argv = ["train", recipe, "--out", str(run_dir), *(x for s in set_ for x in ("--set", s))]
-    argv += (["--resume"] if resume else []) + (["--seed", str(seed)] if seed is not None else [])
-    if not run_training(r, run_dir, resume, nproc, argv):
-        return  # the launcher of N processes: rank 0 printed the closing table
+    try:
+        overrides = list(set_) + ([f"seed={seed}"] if seed is not None else [])
+        r = load_recipe(recipe, overrides)
+        check_launch(r, nproc)
+        ensure_built(r.model.name, r.model.reference)
+        run_dir = Path(out) if out else default_run_dir(r, seed)
+        argv = ["train", recipe, "--out", str(run_dir), *(x for s in set_ for x in ("--set", s))]
+        argv += (["--resume"] if resume else []) + (["--seed", str(seed)] if seed is not None else [])
+        if not run_training(r, run_dir, resume, nproc, argv):
+            return  # the launcher of N processes: rank 0 printed the closing table
+    except UserError as e:
+        record_rank_error(e)  # a rank under --nproc: its launcher exits 2 with these lines
+        raise
     table = closing_table(run_dir)
     if table is not None:
         console.print(table)

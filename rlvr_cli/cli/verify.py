@@ -14,7 +14,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from rlvr_cli.cli.common import console
+from rlvr_cli.cli.common import output_problem, console
 from rlvr_cli.errors import UserError
 
 MAX_PROBLEMS_SHOWN = 50
@@ -60,8 +60,7 @@ def verify(
         problems.append(f"--extract {extract}: methods are {', '.join(EXTRACT_METHODS)}")
     if not Path(file).is_file():
         problems.append(f"{file}: no such file")
-    if out is not None and Path(out).is_dir():
-        problems.append(f"--out {out}: is a directory (give a file name)")
+    problems += [p for p in [output_problem("--out", out)] if p]
     if verifier == "reasoning_gym":
         problems += _missing_reasoning_gym("--verifier reasoning_gym")
     if problems:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -97,6 +99,84 @@ def split_foreign(paths: list[str]) -> tuple[list[str], list[Run], list[Skipped]
     return rest, runs, skipped
 
 
+# --- bounded reading ------------------------------------------------------------------------------
+MAX_BYTES = 256 << 20
+"""A foreign log or config larger than this is not read (a link to /dev/zero, a runaway file)."""
+MAX_DEPTH = 64
+"""Deeper nesting in a foreign JSON/YAML document is refused (a real log nests a few levels)."""
+
+
+def read_bounded(path: Path, limit: int = MAX_BYTES) -> str:
+    """The text of a regular file of at most ``limit`` bytes; ``OSError`` naming why otherwise. Opened
+    non-blocking and checked on the descriptor, so a FIFO, a device or a directory is never read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if st.st_size > limit:
+            raise OSError(f"{path}: larger than {limit >> 20} MiB")
+        chunks, left = [], limit + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise OSError(f"{path}: larger than {limit >> 20} MiB")
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses aliases (an alias bomb never expands) and nesting deeper than
+    :data:`MAX_DEPTH` (no recursion error)."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not read", self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH}", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+YAML_ERRORS = (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError)
+"""What reading a foreign YAML may raise: ValueError covers an integer of more digits than Python converts."""
+
+
+def load_yaml(path: Path):
+    """A foreign YAML file, bounded (:func:`read_bounded`, :class:`_BoundedLoader`)."""
+    return yaml.load(read_bounded(path), Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def _too_deep(obj) -> bool:
+    """Whether a parsed JSON value nests deeper than :data:`MAX_DEPTH` (walked without recursion)."""
+    todo = [(obj, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                return True
+            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
+def load_json(text: str):
+    """``json.loads`` bounded: ``ValueError`` for too deep nesting or an integer of too many digits."""
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH}") from None
+    if _too_deep(obj):
+        raise ValueError(f"nested deeper than {MAX_DEPTH}")
+    return obj
+
+
 # --- TRL -------------------------------------------------------------------------------------------
 def _trl_state_file(path: Path) -> Path:
     if path.is_file():
@@ -114,8 +194,8 @@ def _trl_state_file(path: Path) -> Path:
 def _trl_export(root: Path, warnings: list[str]) -> dict | None:
     for f in sorted(root.glob("*.yaml")):
         try:
-            doc = yaml.safe_load(f.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            doc = load_yaml(f)
+        except YAML_ERRORS as e:
             warnings.append(f"{f.name}: unreadable ({' '.join(str(e).split())[:120]}); ignored")
             continue
         if isinstance(doc, dict) and isinstance(doc.get("grpo_config"), dict):
@@ -157,8 +237,8 @@ def load_trl(path: Path) -> Run:
     root = path.parent if path.is_file() else path
     try:
         f = _trl_state_file(path)
-        state = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
+        state = load_json(read_bounded(f))
+    except (OSError, ValueError) as e:
         raise RunUnreadable(f"trainer_state.json unreadable: {' '.join(str(e).split())[:200]}") from None
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
@@ -203,8 +283,8 @@ def _verl_config(path: Path, warnings: list[str]) -> dict | None:
         f = d / ".hydra" / "config.yaml"
         if f.is_file():
             try:
-                doc = yaml.safe_load(f.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+                doc = load_yaml(f)
+            except YAML_ERRORS as e:
                 warnings.append(f"{f}: unreadable ({' '.join(str(e).split())[:120]}); variant unknown")
                 return None
             return doc if isinstance(doc, dict) else None
@@ -255,9 +335,11 @@ def verl_recipe(cfg: dict) -> dict:
 def _verl_line(line: str) -> dict | str:
     """One file-logger line as ``{"step": int, "data": dict}``, or what is wrong with it."""
     try:
-        obj = json.loads(line)
+        obj = load_json(line)
     except json.JSONDecodeError as e:
         return f"not valid JSON ({e.msg})"
+    except ValueError as e:
+        return f"not read ({' '.join(str(e).split())[:120]})"
     if isinstance(obj, dict) and isinstance(obj.get("step"), int) and isinstance(obj.get("data"), dict):
         return obj
     return 'not a verl file-logger line {"step": N, "data": {...}}'
@@ -266,7 +348,7 @@ def _verl_line(line: str) -> dict | str:
 def load_verl(path: Path) -> Run:
     warnings: list[str] = []
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_bounded(path)
     except OSError as e:
         raise RunUnreadable(f"{path.name} unreadable: {' '.join(str(e).split())[:200]}") from None
     rows: dict[int, dict] = {}

@@ -35,9 +35,10 @@ AdamBeta = Annotated[float, Field(ge=0, lt=1)]
 
 
 class Strict(BaseModel):
-    """Base of every recipe section: unknown keys are errors; attribute docstrings are field docs."""
+    """Base of every recipe section: unknown keys are errors; attribute docstrings are field docs; every
+    float refuses .inf and .nan (issue 28: a "no limit" is written null, never .inf)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True, allow_inf_nan=False)
 
 
 # --- model -------------------------------------------------------------------------------------

@@ -43,9 +43,12 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool, nproc: int, argv: 
     check_trackers(recipe.trackers)  # a missing tracker package is exit 2 before any work
     if nproc > 1:
         check_start(recipe, run_dir, resume)  # nothing written: rank 0 of the launched processes creates and locks
-        code = launch_torchrun(argv, nproc)
+        code, rank_errors = launch_torchrun(argv, nproc)
         if code:
             record_lost_rank0(run_dir, nproc, code)
+            if rank_errors:  # a rank's bad input: exit 2 with its own lines, not torchrun's traceback
+                rank, problems = rank_errors[0]
+                raise UserError([f"rank {rank}: {line}" for line in problems])
             raise RunFailed(f"{nproc} processes under torchrun: exit status {code} (see the ranks' messages above); "
                             "continue with --resume")
         return False  # rank 0 printed the closing summary
@@ -65,11 +68,75 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool, nproc: int, argv: 
     return main  # under torchrun only rank 0 prints the closing summary
 
 
-def launch_torchrun(argv: list[str], nproc: int) -> int:
-    """Run ``rlvr`` with ``argv`` on ``nproc`` processes of this machine under torchrun; returns its exit status."""
+RANK_ERRORS_ENV = "RLVR_RANK_ERRORS"
+"""Directory (made by the launcher, mode 0700) where a rank under ``--nproc`` leaves its ``UserError``."""
+
+_TRACEBACK = b"Traceback (most recent call last)"
+
+
+def record_rank_error(error: UserError) -> None:
+    """Under ``--nproc``: leave this rank's ``UserError`` for the launcher (a no-op elsewhere)."""
+    where = os.environ.get(RANK_ERRORS_ENV)
+    if not where or not dist.launched_by_torchrun():
+        return
+    from rlvr_cli.io import atomic_write_json
+
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        atomic_write_json(Path(where) / f"rank{rank}.json", {"rank": rank, "problems": error.problems})
+    except OSError:
+        pass  # the launcher then reports torchrun's failure as before
+
+
+def _rank_errors(where: Path) -> list[tuple[int, list[str]]]:
+    """The ranks' recorded ``UserError`` lines, lowest rank first."""
+    import json
+
+    found = []
+    for f in where.glob("rank*.json"):
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+            found.append((int(data["rank"]), [str(x) for x in data["problems"]]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return sorted(found)
+
+
+def launch_torchrun(argv: list[str], nproc: int) -> tuple[int, list[tuple[int, list[str]]]]:
+    """Run ``rlvr`` with ``argv`` on ``nproc`` processes of this machine under torchrun; returns its exit
+    status and the ranks' ``UserError`` lines. stderr is passed through as it comes, except torchrun's
+    own failure report (from its first ``Traceback``), held back and shown only when no rank said why."""
+    import shutil
+    import tempfile
+
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "rlvr_cli", *argv]
-    return subprocess.run(cmd, check=False).returncode
+    where = Path(tempfile.mkdtemp(prefix="rlvr-rank-errors-"))
+    try:
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env={**os.environ, RANK_ERRORS_ENV: str(where)})
+        held, tail, out = bytearray(), b"", sys.stderr.buffer
+        while chunk := os.read(proc.stderr.fileno(), 65536):
+            if held:
+                held += chunk
+                continue
+            seen = tail + chunk
+            at = seen.find(_TRACEBACK)
+            if at < 0:
+                out.write(chunk)
+                out.flush()
+                tail = seen[-len(_TRACEBACK):]
+                continue
+            cut = max(0, at - len(tail))
+            out.write(chunk[:cut])
+            held += chunk[cut:]
+        code = proc.wait()
+        errors = _rank_errors(where) if code else []
+        if held and not errors:
+            out.write(bytes(held))
+        out.flush()
+        return code, errors
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def record_lost_rank0(run_dir: Path, nproc: int, code: int) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from rlvr_cli import dist
 from rlvr_cli.errors import RunFailed
 from rlvr_cli.train.evalhook import eval_and_record
@@ -107,6 +109,13 @@ def apply_update(session: Session, loss: float, step: int) -> tuple[float, bool]
     if applied:
         session.optimizer.step()
         session.state["skipped_in_row"] = 0
+        bad = first_nonfinite_parameter(session.model)
+        if bad is not None:  # raised before this step's metrics, eval or checkpoint: the last checkpoint stays finite
+            raise RunFailed(
+                f"step {step}: the weights became non-finite after the optimiser step (first: {bad}; loss {loss}, "
+                f"grad norm {gnorm}); no checkpoint of this step was written (earlier ones hold finite weights). "
+                "Lower optim.lr or optim.weight_decay, then start again or continue with --resume"
+            )
     else:
         session.optimizer.zero_grad(set_to_none=True)
         skips = int(session.state.get("skipped_in_row", 0)) + 1
@@ -118,3 +127,26 @@ def apply_update(session: Session, loss: float, step: int) -> tuple[float, bool]
             )
     schedule_step(session)
     return gnorm, applied
+
+
+def first_nonfinite_parameter(model) -> str | None:
+    """The name of the first parameter holding a NaN or an inf (on any rank), else None.
+
+    One host sync per step: a finite-flag per tensor, stacked (a sum or a norm could overflow on
+    finite weights). Sharded (FSDP2) parameters are checked by their local shard, and the verdict is
+    shared by a max over ranks, so every rank fails together instead of one waiting on the others.
+    """
+    params = list(model.named_parameters())
+    if not params:
+        return None
+    with torch.no_grad():
+        local = [p.to_local() if hasattr(p, "to_local") else p for _, p in params]
+        finite = torch.stack([torch.isfinite(t).all() for t in local])
+        bad_here = not bool(finite.all())
+        if dist.is_initialized() and dist.world()[1] > 1:
+            if dist.all_reduce_max(float(bad_here)) == 0.0:
+                return None
+        elif not bad_here:
+            return None
+        first = int((~finite).nonzero()[0]) if bad_here else None
+    return params[first][0] if first is not None else "a parameter sharded on another rank"

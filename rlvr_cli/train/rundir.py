@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -152,7 +153,17 @@ class RunDir:
             return
         self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(row, allow_nan=True) + "\n"
-        with open(self.metrics_path, "a", encoding="utf-8") as f:
+        # never through a link nor into a FIFO (rlvr_cli.rundir.check_run_files refused them at the start;
+        # this holds if one appears while the run is going)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            fd = os.open(self.metrics_path, flags, 0o644)
+        except OSError as e:
+            raise RunFailed(f"{self.metrics_path}: cannot append ({e.strerror}); a symbolic link or special file "
+                            "is never written through") from None
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RunFailed(f"{self.metrics_path}: not a regular file; rlvr does not write there")
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
@@ -235,7 +246,9 @@ class RunDir:
             os.replace(tmp, final)
         if keep_last:
             for _, d in list_checkpoints(self.root)[:-keep_last]:
-                shutil.rmtree(d, ignore_errors=True)
+                # only what rlvr wrote: a real directory (not a link) holding the trainer's own state file
+                if not d.is_symlink() and (d / "trainer_state.pt").is_file():
+                    shutil.rmtree(d, ignore_errors=True)
         return final
 
     def latest_checkpoint(self) -> tuple[int, Path] | None:
