@@ -16,7 +16,7 @@ from rlvr_cli.models.builtin import WARM_START_RECIPES, builtin_model_dir
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.rl import train_rl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARMS = {  # arm -> (advantage.scale, loss.aggregation)
     "grpo": ("group_std", "seq_mean_token_mean"),
     "dr_grpo": ("none", "seq_mean_token_sum_norm"),

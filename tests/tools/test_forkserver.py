@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # tools/ is the checkout's, not the package's
 
 from tools.forkserver import Launcher, available  # noqa: E402
@@ -80,7 +80,7 @@ def test_a_server_that_dies_is_an_error_naming_the_command_and_the_next_call_sta
 
 
 def test_reproduce_trains_through_the_launcher_and_says_so(monkeypatch, tmp_path):
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "tools"))
     from test_reproduce import load
 
     mod = load()
