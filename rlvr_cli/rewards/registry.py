@@ -28,8 +28,10 @@ def get_verifier(name: str):
 
 @cache
 def accepted_options(name: str) -> frozenset[str]:
-    """Keyword options that the verifier's ``check`` takes (besides response and reference)."""
-    params = inspect.signature(get_verifier(name).check).parameters
+    """Keyword options that the verifier's ``check`` takes (besides response and reference): its
+    module's ``OPTIONS`` where ``check`` takes them as ``**kwargs``, else its named parameters."""
+    module = get_verifier(name)
+    params = getattr(module, "OPTIONS", None) or inspect.signature(module.check).parameters
     return frozenset(p for p in params if p not in ("response", "reference", "on_start"))
 
 
