@@ -15,11 +15,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # tools/ is the checkout's, not the package's
 
 from tools.forkserver import Launcher, available  # noqa: E402
+
+from conftest import tiny_run  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not available(), reason="needs os.fork")
 
-SMALL = ["--set", "steps=2", "--set", "rollout.prompts_per_step=2", "--set", "rollout.group_size=4",
-         "--set", "rollout.max_new_tokens=16", "--set", "eval.every=2", "--set", "eval.n=4",
-         "--set", "eval.num_prompts=2", "--set", "checkpoint.every=0", "--seed", "3"]
+SMALL = [a for s in tiny_run("rollout.group_size=4", "rollout.max_new_tokens=16", "eval.every=2", "eval.n=4",
+                                 without=("eval.at_start",)) for a in ("--set", s)] + ["--seed", "3"]
 TIMINGS = ("time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "step_time_s", "tokens_per_s")
 
 

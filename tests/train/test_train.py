@@ -19,11 +19,11 @@ from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.rundir import RunDir
 from rlvr_cli.train.sft import train_sft
 
+from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+
 TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s", "sample_s"}
-SMALL = [
-    "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40",
-    "eval.n=4", "eval.num_prompts=8", "eval.every=2", "checkpoint.every=2", "steps=2",
-]
+SMALL = tiny_run("rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40", "eval.n=4",
+                 "eval.num_prompts=8", "eval.every=2", "checkpoint.every=2", without=("eval.at_start",))
 RL_RECIPES = [n for n, _ in list_shipped() if load_recipe(n).algorithm == "rl"]
 SFT_RECIPES = [n for n, _ in list_shipped() if load_recipe(n).algorithm == "sft"]
 
