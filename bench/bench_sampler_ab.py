@@ -68,6 +68,9 @@ def main() -> None:
 
         def draw(mod, s: int, fixed: bool):
             keys = row_keys(stream_key(s, "ab"), [(i, 0) for i in range(len(ids))])
+            if hasattr(mod, "SamplingOptions"):
+                return mod.generate(model, ids, mod.SamplingOptions(NEW, bc.EOS, bc.PAD, ignore_eos=fixed), row_keys=keys)
+            # a revision before SamplingOptions took the settings as keyword arguments
             return mod.generate(model, ids, max_new_tokens=NEW, eos_token_id=bc.EOS, pad_token_id=bc.PAD,
                                 row_keys=keys, ignore_eos=fixed)
 

@@ -197,7 +197,7 @@ def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_
 # --- sampler against model.generate ----------------------------------------------------------------------
 def sample_pair(model, tok, fixed: bool, seed: int, calls: int, rlvr_first: bool, at: Target = Target()) -> dict:
     from rlvr_cli.keyed_random import row_keys, stream_key
-    from rlvr_cli.sampling import generate
+    from rlvr_cli.sampling import SamplingOptions, generate
 
     problems = bc.rows(P, 0)
     ids = [tok(r["prompt"])["input_ids"] for r in problems for _ in range(G)]
@@ -206,13 +206,12 @@ def sample_pair(model, tok, fixed: bool, seed: int, calls: int, rlvr_first: bool
 
     def ours(s):  # as the trainer samples: each row's draws keyed by its identity
         keys = row_keys(stream_key(s, "bench"), [(i, j) for i in range(P) for j in range(G)])
-        out = generate(model, ids, max_new_tokens=NEW, eos_token_id=bc.EOS, pad_token_id=bc.PAD, row_keys=keys,
-                       ignore_eos=fixed, **amp)
+        out = generate(model, ids, SamplingOptions(NEW, bc.EOS, bc.PAD, ignore_eos=fixed, **amp), row_keys=keys)
         return out.gen_tokens
 
     def ours_generator(s):  # one torch.Generator for the batch, as model.generate draws
-        out = generate(model, ids, max_new_tokens=NEW, eos_token_id=bc.EOS, pad_token_id=bc.PAD,
-                       generator=torch.Generator(at.device).manual_seed(s), ignore_eos=fixed, **amp)
+        out = generate(model, ids, SamplingOptions(NEW, bc.EOS, bc.PAD, ignore_eos=fixed, **amp),
+                       generator=torch.Generator(at.device).manual_seed(s))
         return out.gen_tokens
 
     def theirs(s):

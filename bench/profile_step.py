@@ -121,7 +121,7 @@ def lever_kl_track(recipe: str, steps: int, overrides: list[str], reps: int) -> 
 def lever_compile_and_padding(recipe: str, overrides: list[str]) -> None:
     from rlvr_cli.models import load_model
     from rlvr_cli.recipe.load import load_recipe
-    from rlvr_cli.sampling import generate
+    from rlvr_cli.sampling import SamplingOptions, generate
     from rlvr_cli.tasks import build_task, encode_prompt
     from rlvr_cli.train.packing import length_sorted_chunks, pack, response_logprobs
 
@@ -133,8 +133,8 @@ def lever_compile_and_padding(recipe: str, overrides: list[str]) -> None:
 
     problems = task.train_problems(random.Random(0), ro.prompts_per_step)
     prompts = [encode_prompt(tok, task, p) for p in problems for _ in range(ro.group_size)]
-    out = generate(model, prompts, max_new_tokens=ro.max_new_tokens, eos_token_id=tok.eos_token_id,
-                   pad_token_id=tok.pad_token_id, temperature=ro.temperature, generator=torch.Generator().manual_seed(0))
+    options = SamplingOptions(ro.max_new_tokens, tok.eos_token_id, tok.pad_token_id, ro.temperature)
+    out = generate(model, prompts, options, generator=torch.Generator().manual_seed(0))
     resp = out.response_ids
     n = len(resp)
     lengths = [len(p) + len(x) for p, x in zip(prompts, resp)]
@@ -225,7 +225,7 @@ def lever_shared_prefix(recipe: str, overrides: list[str], reps: int = 5) -> Non
 
     from rlvr_cli.models import load_model
     from rlvr_cli.recipe.load import load_recipe
-    from rlvr_cli.sampling import _left_pad, cache_kwarg, generate
+    from rlvr_cli.sampling import SamplingOptions, _left_pad, cache_kwarg, generate
     from rlvr_cli.tasks import build_task, encode_prompt
     from rlvr_cli.train.packing import pack, response_logprobs
 
@@ -235,8 +235,8 @@ def lever_shared_prefix(recipe: str, overrides: list[str], reps: int = 5) -> Non
     problems = task.train_problems(random.Random(1), ro.prompts_per_step)
     distinct = [encode_prompt(tok, task, p) for p in problems]
     prompts = [p for p in distinct for _ in range(ro.group_size)]
-    resp = generate(model, prompts, max_new_tokens=ro.max_new_tokens, eos_token_id=tok.eos_token_id,
-                    pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(1)).response_ids
+    options = SamplingOptions(ro.max_new_tokens, tok.eos_token_id, tok.pad_token_id)
+    resp = generate(model, prompts, options, generator=torch.Generator().manual_seed(1)).response_ids
     full = pack(prompts, resp, tok.pad_token_id)
     rows = torch.arange(len(distinct)).repeat_interleave(ro.group_size)
 
@@ -368,8 +368,8 @@ def lever_drop_threshold(recipe: str, overrides: list[str], reps: int = 3) -> No
                 c0, n = time.process_time(), 0
                 for s in range(3):
                     keys = row_keys(stream_key(s, "drop"), [(i, 0) for i in range(len(prompts))])
-                    out = sampling.generate(model, prompts, max_new_tokens=ro.max_new_tokens, eos_token_id=tok.eos_token_id,
-                                            pad_token_id=tok.pad_token_id, temperature=ro.temperature, row_keys=keys)
+                    options = sampling.SamplingOptions(ro.max_new_tokens, tok.eos_token_id, tok.pad_token_id, ro.temperature)
+                    out = sampling.generate(model, prompts, options, row_keys=keys)
                     n += out.gen_tokens
                     ref = first.setdefault(s, out)
                     same &= out.response_ids == ref.response_ids and out.logprobs == ref.logprobs

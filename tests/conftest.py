@@ -39,6 +39,24 @@ def rlvr_cache(tmp_path_factory):
         os.environ["RLVR_CACHE"] = old
 
 
+TINY_RUN = (
+    "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
+    "eval.at_start=false", "eval.every=0", "eval.n=2", "eval.num_prompts=2", "checkpoint.every=0", "steps=2",
+)
+"""The overrides of a run small enough for a test: 2 prompts x 2 responses of at most 8 tokens, 2 steps, no
+evaluation during training, no checkpoint."""
+
+
+def tiny_run(*changes: str, without: tuple[str, ...] = ()) -> list[str]:
+    """``TINY_RUN`` with each ``field=value`` of ``changes`` in place of that field's entry (or added), and
+    the fields in ``without`` left to the recipe. A test module calls it once, at import, for its own run
+    size (``from conftest import tiny_run``: pytest puts tests/ on the import path for this file)."""
+    out = {s.split("=", 1)[0]: s for s in TINY_RUN if s.split("=", 1)[0] not in without}
+    for s in changes:
+        out[s.split("=", 1)[0]] = s
+    return list(out.values())
+
+
 @dataclass
 class CliResult:
     code: int

@@ -6,7 +6,7 @@ figures). :class:`Launcher` imports them once, in a server process (``python too
 and forks every command from it: each command is still its own process, with its own log file, exit
 status and crash, and computes exactly what a fresh process computes (nothing of rlvr is imported in
 the server, and torch starts no threads on import, so the child sets its thread count as a fresh
-process does; tests/test_forkserver.py checks that a run's metrics are equal both ways). It is a tool
+process does; tests/tools/test_forkserver.py checks that a run's metrics are equal both ways). It is a tool
 of the regeneration script, not of the package: nothing in ``rlvr_cli`` imports it.
 
 The protocol is one JSON line each way per command: ``{"argv", "log", "cwd"}`` to the server's stdin,

@@ -1,7 +1,7 @@
 """The math of GRPO-family RLVR as pure tensor functions, one per formula, registered by name.
 
 Each registry is keyed by exactly the names the recipe schema allows (``rlvr_cli.recipe.schema``);
-``tests/test_registry.py`` checks that the two agree.
+``tests/algo/test_registry.py`` checks that the two agree.
 """
 
 from rlvr_cli.algo.advantages import BASELINES, SCALES, group_advantages, maxrl_advantages, scale_group_mean

@@ -12,27 +12,9 @@ does instead). Names and defaults on the target side were read from TRL 1.16.0
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from rlvr_cli.bridges.base import Export, Warnings  # noqa: F401 - the package's names for them
 
 TARGETS = ("trl", "verl")
-
-
-@dataclass
-class Export:
-    target: str
-    settings: dict
-    """TRL: the ``GRPOConfig`` keyword arguments. verl: Hydra overrides, dotted key -> value."""
-    warnings: list[str] = field(default_factory=list)
-    """One line per knob that is not carried exactly: ``rlvr.field: what the target does instead``."""
-    notes: list[str] = field(default_factory=list)
-    """What the user must still do (model path, reward function): not a loss of fidelity."""
-
-
-class Warnings(list):
-    """Collects ``field: message`` lines."""
-
-    def add(self, field_name: str, message: str) -> None:
-        self.append(f"{field_name}: {message}")
 
 
 def export_recipe(recipe, target: str) -> Export:

@@ -1,5 +1,5 @@
 """The export warnings of every shipped RL preset, generated from the exporters into docs/bridges.md
-(``python -m rlvr_cli.bridges.docs``; tests/test_bridges_docs.py checks it is current)."""
+(``python -m rlvr_cli.bridges.docs``; tests/bridges/test_bridges_docs.py checks it is current)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ reward function (the recipe's terms, its verifiers, DAPO's soft overlong punishm
 
 from __future__ import annotations
 
-from rlvr_cli.bridges import Export, Warnings
+from rlvr_cli.bridges.base import Export, Warnings
 
 TRL_STD_EPS = 1e-4
 """TRL adds 1e-4 to the std before dividing (grpo_trainer.py, fixed)."""

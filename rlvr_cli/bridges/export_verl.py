@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from rlvr_cli.bridges import Export, Warnings
+from rlvr_cli.bridges.base import Export, Warnings
 
 VERL_STD_EPS = 1e-6
 """verl's compute_grpo_outcome_advantage default epsilon (not exposed in the config)."""

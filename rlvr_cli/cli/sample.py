@@ -46,7 +46,7 @@ def sample(
 
     from rlvr_cli.io import atomic_write_jsonl
     from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
-    from rlvr_cli.sampling import generate
+    from rlvr_cli.sampling import SamplingOptions, generate
     from rlvr_cli.tasks import encode_prompt
 
     if split not in ("eval", "train"):
@@ -70,15 +70,15 @@ def sample(
     gen.manual_seed(seed)
     settings = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new_tokens,
                 "seed": seed, "n": n, "split": split}
+    options = SamplingOptions(max_new_tokens, tok.eos_token_id, tok.pad_token_id, temperature, top_p, top_k,
+                              return_logprobs=False, autocast_dtype=autocast)
     rows, tokens, t0 = [], 0, time.perf_counter()
     progress = Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
     with progress:
         bar = progress.add_task("sampling", total=len(flat))
         for start in range(0, len(flat), batch_size):
             chunk = flat[start : start + batch_size]
-            res = generate(m, [encode_prompt(tok, t, p) for p, _ in chunk], max_new_tokens=max_new_tokens,
-                           eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, temperature=temperature,
-                           top_p=top_p, top_k=top_k, generator=gen, return_logprobs=False, autocast_dtype=autocast)
+            res = generate(m, [encode_prompt(tok, t, p) for p, _ in chunk], options, generator=gen)
             tokens += res.gen_tokens
             for (p, j), ids, why in zip(chunk, res.response_ids, res.finish_reasons):
                 rows.append({

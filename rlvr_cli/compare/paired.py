@@ -33,7 +33,7 @@ from rlvr_cli.errors import UserError
 N_RESAMPLES = 10_000
 """Bootstrap resamples. Percentile bounds are tail quantiles and need thousands of resamples to settle;
 with 10,000 they move by less than a tenth of the interval's width from one bootstrap seed to another
-(checked in tests/test_compare_paired.py)."""
+(checked in tests/compare/test_compare_paired.py)."""
 BOOTSTRAP_SEED = 0
 """Seed of the bootstrap's random stream: the same inputs give the same interval."""
 ALPHA = 0.05

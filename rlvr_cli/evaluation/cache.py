@@ -94,8 +94,8 @@ def _tokenizer_fingerprint(tokenizer) -> str:
 
 def initial_eval_key(model, tokenizer, task, task_spec, reward_spec, settings: dict, autocast_dtype,
                      device: torch.device) -> str:
-    """The cache key of the record ``evaluate_policy(model, tokenizer, task, scorer, **settings)`` computes,
-    the scorer built from ``reward_spec`` (of which only what the true verifier reads counts)."""
+    """The cache key of the record ``evaluate_policy(model, tokenizer, task, scorer, EvalSettings(**settings))``
+    computes, the scorer built from ``reward_spec`` (of which only what the true verifier reads counts)."""
     from rlvr_cli.tasks import encode_prompt
 
     problems = task.eval_problems()[: settings["num_prompts"]]

@@ -44,13 +44,8 @@ from typing import Any
 
 from rlvr_cli.algo.length_bias import conditional_verbosity
 from rlvr_cli.algo.passk import maj_at_k, mean_pass_at_k, mean_pass_hat_k
-from rlvr_cli.evaluation.decoding import (
-    ANSWER_TOKENS,
-    Decoding,
-    Response,
-    draw,
-    itc_label,
-)
+from rlvr_cli.evaluation.decoding import Decoding, Response, draw, itc_label
+from rlvr_cli.evaluation.settings import EvalSettings
 from rlvr_cli.keyed_random import row_keys, stream_key
 from rlvr_cli.tasks import encode_prompt
 
@@ -80,68 +75,60 @@ def evaluate_policy(
     tokenizer,
     task,
     scorer,
+    settings: EvalSettings,
     *,
-    n: int,
-    num_prompts: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 64,
-    seed: int = 1234,
-    pass_at_k: list[int] | None = None,
-    maj_at_k: list[int] | None = None,
     autocast_dtype=None,
     batch_size: int = DEFAULT_BATCH,
-    greedy: bool = False,
-    budget: int | None = None,
-    min_think: int | None = None,
-    answer_tokens: int = ANSWER_TOKENS,
     on_progress: Callable[[int], None] | None = None,
 ) -> dict:
-    """Sample n responses for each of the first ``num_prompts`` held-out prompts and score them.
+    """Sample ``settings.n`` responses for each of the first ``settings.num_prompts`` held-out prompts and
+    score them (``pass_at_k`` None means [1]; ``maj_at_k`` None means the pass@k values).
 
     Returns the eval record (module docstring). k values above n are dropped. ``greedy`` adds one
     greedy response per prompt; ``budget``/``min_think`` (see :mod:`.decoding`) apply to both.
     ``on_progress(responses_done)`` is called after every batch. Deterministic for a seed on a
     given machine, whatever the batch size.
     """
-    problems = task.eval_problems()[:num_prompts]
-    ks = [k for k in (pass_at_k or [1]) if k <= n]
-    maj_ks = [k for k in (maj_at_k or ks) if k <= n]
+    s = settings
+    problems = task.eval_problems()[:s.num_prompts]
+    ks = [k for k in (s.pass_at_k or [1]) if k <= s.n]
+    maj_ks = [k for k in (s.maj_at_k or ks) if k <= s.n]
     dec = Decoding(
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        budget=budget,
-        min_think=min_think,
-        answer_tokens=answer_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        max_new_tokens=s.max_new_tokens,
+        budget=s.budget,
+        min_think=s.min_think,
+        answer_tokens=s.answer_tokens,
     )
     prompts = {p.id: encode_prompt(tokenizer, task, p) for p in problems}
-    draw_for = _Drawer(model, tokenizer, task.answer_marker, prompts, seed, autocast_dtype, batch_size, on_progress)
-    flat = [(i, p, j) for i, p in enumerate(problems) for j in range(n)]
+    draw_for = _Drawer(model, tokenizer, task.answer_marker, prompts, s.seed, autocast_dtype, batch_size, on_progress)
+    flat = [(i, p, j) for i, p in enumerate(problems) for j in range(s.n)]
     t0 = time.perf_counter()
     with _eval_mode(model):
         sampled, gen_tokens = draw_for(flat, dec)
         sample_s = time.perf_counter() - t0
-        by_argmax = draw_for([(i, p, 0) for i, p in enumerate(problems)], replace(dec, greedy=True))[0] if greedy else None
+        firsts = [(i, p, 0) for i, p in enumerate(problems)]
+        by_argmax = draw_for(firsts, replace(dec, greedy=True))[0] if s.greedy else None
     flat = [(p, j) for _, p, j in flat]
     texts = [tokenizer.decode(r.ids, skip_special_tokens=True) for r in sampled]
     scores = _score(scorer, flat, texts, sampled)
-    metrics = _sampled_metrics(problems, n, ks, maj_ks, sampled, texts, scores, budget is not None)
+    metrics = _sampled_metrics(problems, s.n, ks, maj_ks, sampled, texts, scores, s.budget is not None)
     g_acc, g_len, g_right = _greedy_metrics(scorer, tokenizer, problems, by_argmax)
     per_prompt = metrics.pop("per_prompt")  # last in the file: the long list
     majority = metrics.pop("per_prompt_majority")
     return {
-        "n": n,
+        "n": s.n,
         "num_prompts": len(problems),
-        "temperature": temperature,
-        "top_p": top_p,
-        "max_new_tokens": budget if budget is not None else max_new_tokens,
-        "seed": seed,
-        "greedy": greedy,
-        "budget": budget,
-        "min_think": min_think,
-        "answer_tokens": answer_tokens if budget is not None else None,
-        "label": itc_label(budget, min_think, greedy, answer_tokens),
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "max_new_tokens": s.budget if s.budget is not None else s.max_new_tokens,
+        "seed": s.seed,
+        "greedy": s.greedy,
+        "budget": s.budget,
+        "min_think": s.min_think,
+        "answer_tokens": s.answer_tokens if s.budget is not None else None,
+        "label": itc_label(s.budget, s.min_think, s.greedy, s.answer_tokens),
         "pass_at_k": metrics.pop("pass_at_k"),
         "pass_hat_k": metrics.pop("pass_hat_k"),
         "maj_at_k": metrics.pop("maj_at_k"),

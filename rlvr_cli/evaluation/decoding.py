@@ -19,9 +19,9 @@ the training loop's evaluations are unchanged by them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from rlvr_cli.sampling import generate
+from rlvr_cli.sampling import SamplingOptions, generate
 
 ANSWER_TOKENS = 16
 """Default tokens allowed after a forced answer marker (an arithmetic answer is at most 10 plus EOS)."""
@@ -79,28 +79,30 @@ def draw(model, tokenizer, marker: str, prompts: list[list[int]], dec: Decoding,
     mark = marker_ids(tokenizer, marker)
     if (dec.budget is not None or dec.min_think is not None) and not mark:
         raise ValueError("budget forcing and min_think need a task with an answer marker")
-    common = {
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-        "temperature": dec.temperature,
-        "top_p": dec.top_p,
-        "generator": generator if row_keys is None else None,
-        "return_logprobs": False,
-        "autocast_dtype": autocast_dtype,
-        "greedy": dec.greedy,
-    }
+    generator = generator if row_keys is None else None
     suppress = {}
     if dec.min_think is not None:
         eos = tokenizer.eos_token_id
         banned = [mark[0], *([eos] if isinstance(eos, int) else eos)]
         suppress = {"suppress_ids": banned, "suppress_until": dec.min_think}
-    limit = dec.budget if dec.budget is not None else dec.max_new_tokens
-    first = generate(model, prompts, max_new_tokens=limit, row_keys=row_keys, **common, **suppress)
+    options = SamplingOptions(
+        max_new_tokens=dec.budget if dec.budget is not None else dec.max_new_tokens,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        temperature=dec.temperature,
+        top_p=dec.top_p,
+        greedy=dec.greedy,
+        return_logprobs=False,
+        autocast_dtype=autocast_dtype,
+        **suppress,
+    )
+    first = generate(model, prompts, options, generator=generator, row_keys=row_keys)
     responses = [Response(list(ids), why == "length") for ids, why in zip(first.response_ids, first.finish_reasons)]
     if dec.budget is None:
         return responses, first.gen_tokens
-    answer = {**common, "max_new_tokens": dec.answer_tokens}
-    return responses, first.gen_tokens + _force_answers(model, tokenizer, marker, mark, prompts, responses, answer, row_keys)
+    answer = replace(options, max_new_tokens=dec.answer_tokens, suppress_ids=None, suppress_until=0)
+    forced = _force_answers(model, tokenizer, marker, prompts, responses, answer, generator, row_keys)
+    return responses, first.gen_tokens + forced
 
 
 def answer_keys(keys):
@@ -110,18 +112,20 @@ def answer_keys(keys):
     return mix64(keys ^ stream_key("forced answer"))
 
 
-def _force_answers(model, tokenizer, marker, mark, prompts, responses, answer: dict, row_keys=None) -> int:
+def _force_answers(model, tokenizer, marker, prompts, responses, answer: SamplingOptions, generator=None,
+                   row_keys=None) -> int:
     """Budget forcing on the responses that hit the budget (in place); returns the tokens generated.
 
-    ``answer``: the keyword arguments of :func:`generate` for the forced answers (at most
-    ``answer_tokens`` new tokens, the sampling settings of the responses)."""
+    ``answer``: the sampling options of the forced answers (at most ``answer_tokens`` new tokens, the
+    sampling settings of the responses)."""
     rows = [i for i, r in enumerate(responses) if r.truncated]
     if not rows:
         return 0  # nothing to force: the random stream is left exactly where plain sampling leaves it
+    mark = marker_ids(tokenizer, marker)
     forced = {i: marker not in tokenizer.decode(responses[i].ids, skip_special_tokens=True) for i in rows}
     heads = [responses[i].ids + (mark if forced[i] else []) for i in rows]
     keys = answer_keys(row_keys[rows]) if row_keys is not None else None
-    tail = generate(model, [prompts[i] + h for i, h in zip(rows, heads)], row_keys=keys, **answer)
+    tail = generate(model, [prompts[i] + h for i, h in zip(rows, heads)], answer, generator=generator, row_keys=keys)
     for i, head, ids, why in zip(rows, heads, tail.response_ids, tail.finish_reasons):
         responses[i] = Response(head + list(ids), why == "length", forced[i])
     return tail.gen_tokens

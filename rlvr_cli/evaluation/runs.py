@@ -132,15 +132,8 @@ def evaluate_targets(
         for t in targets:
             model, tokenizer, resolved = load_model(t.ref, dev, how.dtype)
             step = t.step if t.step is not None else resolved.step
-            result = evaluate_policy(
-                model,
-                tokenizer,
-                task,
-                scorer,
-                autocast_dtype=autocast,
-                on_progress=on_progress,
-                **settings.policy_kwargs(),
-            )
+            result = evaluate_policy(model, tokenizer, task, scorer, settings, autocast_dtype=autocast,
+                                     on_progress=on_progress)
             header = {"step": step, "model": how.model_name or t.ref, "task": task.name, "budget": settings.budget}
             records.append({**header, "weights": resolved.path, "source": "rlvr eval", "reused": False, **result})
             if on_record is not None:

@@ -8,7 +8,7 @@ files go to ``eval/LABEL/`` and never over the training evaluations.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.evaluation.decoding import ANSWER_TOKENS, itc_label
@@ -53,10 +53,6 @@ class EvalSettings:
         return cls(
             e.n, e.num_prompts, e.temperature, e.top_p, e.max_new_tokens, e.seed, list(e.pass_at_k), list(e.maj_at_k)
         )
-
-    def policy_kwargs(self) -> dict:
-        """Keyword arguments of :func:`rlvr_cli.evaluation.core.evaluate_policy`."""
-        return asdict(self)
 
 
 def with_overrides(base: EvalSettings, marker: str, **flags) -> EvalSettings:

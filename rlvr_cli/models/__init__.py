@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.models.quiet import quiet_transformers  # noqa: F401 - also this package's name for it
 from rlvr_cli.rundir import STEP_DIR, is_run_dir, list_checkpoints  # noqa: F401 - list_checkpoints: also this module's name for it
 
 
@@ -94,14 +95,6 @@ def weights_and_autocast(dtype: str, device: torch.device) -> tuple[torch.dtype,
     if dtype == "auto":
         return torch.float32, (torch.bfloat16 if device.type == "cuda" else None)
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype], None
-
-
-def quiet_transformers() -> None:
-    """No per-file progress bars from transformers ("Loading weights", "Writing model shards"):
-    rlvr draws its own progress, and these would interleave with it on every checkpoint."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
 
 
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",), ("spiece.model",),

@@ -118,7 +118,7 @@ def convert_gguf(path: Path, out: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr_cli.models import quiet_transformers
+    from rlvr_cli.models.quiet import quiet_transformers
 
     quiet_transformers()
     folder, name = str(path.parent), path.name

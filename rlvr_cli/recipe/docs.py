@@ -1,5 +1,5 @@
 """The recipe field reference, generated from the schema into docs/fields.md (so the docs and the code
-cannot drift; ``python -m rlvr_cli.recipe.docs``, tests/test_recipes.py checks it is current)."""
+cannot drift; ``python -m rlvr_cli.recipe.docs``, tests/recipe/test_recipes.py checks it is current)."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import fields
 
 from rlvr_cli.rewards import outcome as oc
 from rlvr_cli.rewards import sandbox
@@ -82,17 +83,13 @@ def extract(response: str, **_) -> str | None:
     return None if program is None else program_key(program)
 
 
-def check(
-    response: str,
-    reference: str,
-    timeout_s: float = 3.0,
-    memory_mb: int = 512,
-    max_processes: int = 16,
-    file_size_mb: int = 16,
-    isolation: str = "auto",
-    python: str | None = None,
-    on_start=None,
-) -> Outcome:
+OPTIONS = tuple(f.name for f in fields(sandbox.Limits))
+"""The options ``check`` takes besides the response and the reference: the sandbox's limits."""
+
+
+def check(response: str, reference: str, on_start=None, **limits) -> Outcome:
+    """Run the response's program against the reference's tests in the sandbox; ``limits`` are
+    :class:`~rlvr_cli.rewards.sandbox.Limits` fields (``OPTIONS``), the rest at their defaults."""
     program = program_text(response)
     if program is None:
         return oc.unparseable("no program in the response")
@@ -101,8 +98,7 @@ def check(
         tests, cases = parse_reference(reference)
     except ValueError as e:
         return oc.error(f"bad code reference: {e}")
-    limits = sandbox.Limits(timeout_s, memory_mb, max_processes, file_size_mb, isolation, python)
-    run = sandbox.run_program(program, tests, cases, limits, on_start=on_start)
+    run = sandbox.run_program(program, tests, cases, sandbox.Limits(**limits), on_start=on_start)
     if run.status == "passed":
         return oc.correct(key, "all tests passed")
     if run.status == "failed":

@@ -1,7 +1,7 @@
 """The correctness verifiers by name, and ``verify``: one check, in-process, without a time limit.
 
 The names are exactly the recipe schema's ``VerifierName`` without ``task``, which is not a verifier
-but "the task's own" and is resolved by the scorer (``tests/test_rewards_registry.py`` checks this).
+but "the task's own" and is resolved by the scorer (``tests/rewards/test_rewards_registry.py`` checks this).
 Each verifier module has ``check(response, reference, **options) -> Outcome``, ``extract(response,
 **options) -> str | None`` (used by `format` and `format_only`), and ``IN_PROCESS_SAFE``: whether a
 check is bounded in time and memory by construction (then the scorer runs it in-process; the others go
@@ -28,8 +28,10 @@ def get_verifier(name: str):
 
 @cache
 def accepted_options(name: str) -> frozenset[str]:
-    """Keyword options that the verifier's ``check`` takes (besides response and reference)."""
-    params = inspect.signature(get_verifier(name).check).parameters
+    """Keyword options that the verifier's ``check`` takes (besides response and reference): its
+    module's ``OPTIONS`` where ``check`` takes them as ``**kwargs``, else its named parameters."""
+    module = get_verifier(name)
+    params = getattr(module, "OPTIONS", None) or inspect.signature(module.check).parameters
     return frozenset(p for p in params if p not in ("response", "reference", "on_start"))
 
 

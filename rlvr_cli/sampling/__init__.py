@@ -104,36 +104,43 @@ class _Generic:
         return out.logits[:, -1, :].float()
 
 
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How :func:`generate` samples: everything but the model, the prompts and the source of randomness."""
+
+    max_new_tokens: int
+    eos_token_id: int | list[int]
+    pad_token_id: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    greedy: bool = False
+    """Take the argmax instead of sampling."""
+    suppress_ids: list[int] | None = None
+    """Forbidden until ``suppress_until`` tokens have been generated (budget forcing's minimum thinking)."""
+    suppress_until: int = 0
+    ignore_eos: bool = False
+    """Keep sampling after an EOS (an ordinary response token): every response has ``max_new_tokens``
+    tokens (finish reason `length`), fixed work per batch for benchmarks."""
+    return_logprobs: bool = True
+    autocast_dtype: torch.dtype | None = None
+    decoder: str = "auto"
+    """`static` (the written-out decode step over a preallocated cache, `static_decode_supported` models
+    only), `generic` (``model.forward`` with its own cache) or `auto` (static where supported)."""
+
+
 @torch.inference_mode()  # no autograd bookkeeping at all: every output is a Python list
 def generate(
     model,
     prompt_ids: list[list[int]],
+    options: SamplingOptions,
     *,
-    max_new_tokens: int,
-    eos_token_id: int | list[int],
-    pad_token_id: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
     generator: torch.Generator | None = None,
     row_keys: torch.Tensor | None = None,
-    return_logprobs: bool = True,
-    autocast_dtype: torch.dtype | None = None,
-    suppress_ids: list[int] | None = None,
-    suppress_until: int = 0,
-    greedy: bool = False,
-    ignore_eos: bool = False,
-    decoder: str = "auto",
 ) -> Samples:
     """Sample one response per prompt (repeat a prompt G times for a group).
 
-    ``suppress_ids`` are forbidden until ``suppress_until`` tokens have been generated (used by budget
-    forcing's minimum thinking length). ``greedy`` takes the argmax instead of sampling.
-    ``ignore_eos`` keeps sampling after an EOS (it stays an ordinary response token), so every
-    response has exactly ``max_new_tokens`` tokens (finish reason `length`): fixed work per batch, for
-    benchmarks. ``decoder``: `static` (the written-out decode step over a preallocated cache,
-    `static_decode_supported` models only), `generic` (``model.forward`` with its own
-    cache) or `auto` (static where supported).
+    ``options``: the sampling settings (:class:`SamplingOptions`, each field documented there).
 
     Finished rows are dropped from the batch only when at least a quarter of it has finished (one
     cache re-index per quarter instead of one per finishing row); the rows kept meanwhile are decoded
@@ -147,38 +154,39 @@ def generate(
     b = len(prompt_ids)
     if b == 0:
         return Samples([], [], [], [], 0)
-    if decoder not in ("auto", "static", "generic"):
-        raise ValueError(f"decoder must be auto, static or generic, not {decoder!r}")
+    if options.decoder not in ("auto", "static", "generic"):
+        raise ValueError(f"decoder must be auto, static or generic, not {options.decoder!r}")
     static_ok = static_decode_supported(model)
-    if decoder == "static" and not static_ok:
+    if options.decoder == "static" and not static_ok:
         raise ValueError(f"the static decoder does not support {type(model).__name__}")
-    eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id)
+    eos = {options.eos_token_id} if isinstance(options.eos_token_id, int) else set(options.eos_token_id)
     eos_t = torch.tensor(sorted(eos), device=device)
     width = max(len(p) for p in prompt_ids)
     limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    if isinstance(limit, int) and width + max_new_tokens > limit:
+    if isinstance(limit, int) and width + options.max_new_tokens > limit:
         raise UserError(
-            f"max_new_tokens: a prompt of {width} tokens plus {max_new_tokens} new tokens exceeds the model's "
-            f"{limit} positions"
+            f"max_new_tokens: a prompt of {width} tokens plus {options.max_new_tokens} new tokens exceeds the "
+            f"model's {limit} positions"
         )
     # a group repeats its prompt G times: prefill each distinct prompt once and copy its cache to its rows
     distinct: dict[tuple, int] = {}
     rows_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids], device=device)
-    ids, mask = _left_pad([list(p) for p in distinct], pad_token_id, device)
+    ids, mask = _left_pad([list(p) for p in distinct], options.pad_token_id, device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    amp = torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
+    dtype = options.autocast_dtype
+    amp = torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
     keys = None
     if row_keys is not None:
         if len(row_keys) != b:
             raise ValueError(f"row_keys: {len(row_keys)} keys for {b} prompts")
         keys = torch.as_tensor(row_keys, dtype=torch.long).to(device)
         # every draw of this call at once, [original row, t]: the same values as uniforms(keys, t) step by step
-        table = uniforms(keys[:, None], torch.arange(max_new_tokens, device=device))
+        table = uniforms(keys[:, None], torch.arange(options.max_new_tokens, device=device))
     with amp:
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1, :].float()
-    total = width + max_new_tokens
-    dec = (StaticDecoder if static_ok and decoder != "generic" else _Generic)(model, out, b, total, amp)
+    total = width + options.max_new_tokens
+    dec = (StaticDecoder if static_ok and options.decoder != "generic" else _Generic)(model, out, b, total, amp)
     del out
     if len(distinct) < b:
         dec.select(rows_of)
@@ -188,39 +196,39 @@ def generate(
     full_mask[:, :width] = mask.bool()
     next_pos = positions[:, -1] + 1
 
-    tokens = torch.zeros((max_new_tokens, b), dtype=torch.long, device=device)  # [t, original row]
-    logps = torch.zeros((max_new_tokens, b), dtype=torch.float32, device=device)
-    lengths = torch.full((b,), max_new_tokens, dtype=torch.long, device=device)
+    tokens = torch.zeros((options.max_new_tokens, b), dtype=torch.long, device=device)  # [t, original row]
+    logps = torch.zeros((options.max_new_tokens, b), dtype=torch.float32, device=device)
+    lengths = torch.full((b,), options.max_new_tokens, dtype=torch.long, device=device)
     ended = torch.zeros(b, dtype=torch.bool, device=device)  # finished at EOS
     rows = torch.arange(b, device=device)  # original row of each row in the decoded batch
     live = torch.ones(b, dtype=torch.bool, device=device)  # rows of the decoded batch still generating
     n_live = b
-    suppress = torch.tensor(suppress_ids, device=device, dtype=torch.long) if suppress_ids else None
+    suppress = torch.tensor(options.suppress_ids, device=device, dtype=torch.long) if options.suppress_ids else None
     gen_tokens = 0
-    for t in range(max_new_tokens):
+    for t in range(options.max_new_tokens):
         if n_live < live.numel():
             sel = torch.nonzero(live).flatten()
             z, own = logits[sel], rows[sel]
         else:
             sel, z, own = None, logits, rows
-        if temperature != 1.0:  # z / 1 is z: skip the operation, not the rounding
-            z = z / temperature
-        if suppress is not None and t < suppress_until:
+        if options.temperature != 1.0:  # z / 1 is z: skip the operation, not the rounding
+            z = z / options.temperature
+        if suppress is not None and t < options.suppress_until:
             z[:, suppress] = float("-inf")
-        if greedy:
+        if options.greedy:
             tok = z.argmax(dim=-1)
         else:
-            probs = torch.softmax(filter_logits(z, top_p, top_k), dim=-1)
+            probs = torch.softmax(filter_logits(z, options.top_p, options.top_k), dim=-1)
             if keys is not None:  # each row's own counter-based stream: independent of the batch it is in
                 tok = sample_inverse_cdf(probs, table[own, t])
             else:
                 tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         tokens[t].index_copy_(0, own, tok)
-        if return_logprobs:
+        if options.return_logprobs:
             logps[t].index_copy_(0, own, torch.log_softmax(z, dim=-1).gather(-1, tok.unsqueeze(-1)).squeeze(-1))
         gen_tokens += tok.numel()
-        last = t == max_new_tokens - 1
-        if not ignore_eos:
+        last = t == options.max_new_tokens - 1
+        if not options.ignore_eos:
             done = torch.isin(tok, eos_t)
             n_done = int(done.sum())
             if n_done:
@@ -246,11 +254,11 @@ def generate(
         next_pos = next_pos + 1
     lens = lengths.tolist()
     tok_rows = tokens.t().tolist()
-    lp_rows = logps.t().tolist() if return_logprobs else []
+    lp_rows = logps.t().tolist() if options.return_logprobs else []
     return Samples(
         prompt_ids=[list(p) for p in prompt_ids],
         response_ids=[r[:n] for r, n in zip(tok_rows, lens)],
         finish_reasons=["eos" if e else "length" for e in ended.tolist()],
-        logprobs=[r[:n] for r, n in zip(lp_rows, lens)] if return_logprobs else [],
+        logprobs=[r[:n] for r, n in zip(lp_rows, lens)] if options.return_logprobs else [],
         gen_tokens=gen_tokens,
     )

@@ -3,7 +3,7 @@
 :func:`rlvr_cli.sampling.generate` decodes one token per row per call of a decoder's ``step``; for the
 models :func:`static_decode_supported` accepts it uses :class:`StaticDecoder`, which repeats the
 ``transformers`` modules' operations over a preallocated KV cache, so the samples are the ones the
-model's own ``forward`` gives (tests/test_models_sampling.py compares them). Another rollout backend
+model's own ``forward`` gives (tests/sampling/test_models_sampling.py compares them). Another rollout backend
 replaces ``generate``, not this file.
 """
 

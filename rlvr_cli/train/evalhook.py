@@ -5,6 +5,7 @@ from __future__ import annotations
 from rlvr_cli import dist
 from rlvr_cli.evaluation import cache
 from rlvr_cli.evaluation.core import evaluate_policy
+from rlvr_cli.evaluation.settings import EvalSettings
 
 
 def eval_and_record(session, task, scorer, step: int) -> dict:
@@ -48,5 +49,5 @@ def _settings(spec) -> dict:
 
 
 def _evaluate(session, task, scorer, spec) -> dict:
-    return evaluate_policy(session.model, session.tokenizer, task, scorer, **_settings(spec),
+    return evaluate_policy(session.model, session.tokenizer, task, scorer, EvalSettings(**_settings(spec)),
                            autocast_dtype=session.autocast_dtype)

@@ -23,7 +23,7 @@ import torch
 
 from rlvr_cli.keyed_random import row_keys, stream_key
 from rlvr_cli.rewards import ScoreItem
-from rlvr_cli.sampling import generate
+from rlvr_cli.sampling import SamplingOptions, generate
 from rlvr_cli.tasks import Problem, encode_prompt
 from rlvr_cli import dist
 
@@ -99,19 +99,10 @@ def _rounds(session, task, scorer, step: int, max_rounds: int, stats: RolloutSta
         mine = dist.share(len(problems))  # this rank's prompts (all of them in one process)
         prompt_ids = [encode_prompt(tok, task, problems[j]) for j in mine]
         t0 = time.perf_counter()
-        out = generate(
-            model,
-            [ids for ids in prompt_ids for _ in range(g)],
-            max_new_tokens=ro.max_new_tokens,
-            eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
-            temperature=ro.temperature,
-            top_p=ro.top_p,
-            top_k=ro.top_k,
-            row_keys=row_keys(stream_key(r.seed, step, "sample", round_), [(j, i) for j in mine for i in range(g)]),
-            ignore_eos=ro.ignore_eos,
-            autocast_dtype=sample_autocast(r, session),
-        )
+        options = SamplingOptions(ro.max_new_tokens, tok.eos_token_id, tok.pad_token_id, ro.temperature, ro.top_p,
+                                  ro.top_k, ignore_eos=ro.ignore_eos, autocast_dtype=sample_autocast(r, session))
+        keys = row_keys(stream_key(r.seed, step, "sample", round_), [(j, i) for j in mine for i in range(g)])
+        out = generate(model, [ids for ids in prompt_ids for _ in range(g)], options, row_keys=keys)
         stats.time_sample_s += time.perf_counter() - t0
         stats.gen_tokens += out.gen_tokens
         texts = [tok.decode(ids, skip_special_tokens=True) for ids in out.response_ids]

@@ -2,7 +2,7 @@
 
     python -m torch.distributed.run --standalone --nproc_per_node 2 tests/dist/mismatch_stats.py OUT.json
 
-The rows are a fixed function of the global row index (tests/test_distributed.py builds the same
+The rows are a fixed function of the global row index (tests/train/test_distributed.py builds the same
 batch in one process), so the statistics must be those of the whole batch, not of rank 0's half.
 """
 

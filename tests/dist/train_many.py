@@ -3,7 +3,7 @@
     python -m torch.distributed.run --standalone --nproc_per_node 2 tests/dist/train_many.py RUNS.json
 
 RUNS.json: [{"recipe": NAME, "sets": [...], "out": DIR, "resume": false}, ...]. One process group
-serves every run, so a test pays torchrun's start-up once (tests/test_distributed.py).
+serves every run, so a test pays torchrun's start-up once (tests/train/test_distributed.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which reasoning-gym scorers evaluate text: ``python tests/rg/trace_scorers.py OUT.json`` writes
+"""Which reasoning-gym scorers evaluate text: ``python tests/rewards/rg/trace_scorers.py OUT.json`` writes
 ``{dataset: ["eval reasoning_gym/x.py:12", ...]}`` (a file: some generators print to stdout).
 
 Every registered dataset's ``score_answer`` is called on harmless probe answers (and its own answer)

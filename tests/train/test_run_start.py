@@ -11,10 +11,9 @@ import textwrap
 
 import pytest
 
-SMALL = [
-    "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
-    "eval.at_start=false", "eval.every=0", "eval.n=2", "eval.num_prompts=2", "checkpoint.every=0", "steps=2",
-]
+from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+
+SMALL = tiny_run()
 
 
 def sets(*extra: str) -> list[str]:

@@ -1,7 +1,7 @@
 """`rlvr export --to verl` writes override lines that mean exactly the recipe (issue 28).
 
 Checked by parsing the written file with Hydra's own override parser and applying it to verl's
-configuration (tests/test_bridges_verl.py's ``apply``): a line break in a name or in the recipe's file
+configuration (tests/bridges/test_bridges_verl.py's ``apply``): a line break in a name or in the recipe's file
 name adds no override, a comma is not a sweep, ``${oc.env:...}`` stays text, and quoting survives any
 mix of quotes, backslashes and ``$``. A value that cannot be written (a line break) is a warning, and
 ``--strict`` refuses it.

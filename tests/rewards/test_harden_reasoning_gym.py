@@ -4,7 +4,7 @@ Eleven reasoning-gym scorers read text with ``eval`` or sympy's ``parse_expr``. 
 calls with readers that evaluate nothing (rlvr_cli/rewards/safe_eval.py). Checked here:
 
 - the list of such scorers is complete: every registered scorer is traced for ``eval``/``exec``/
-  ``compile``/``parse_expr``/``sympify`` called from reasoning-gym's code (tests/rg/trace_scorers.py);
+  ``compile``/``parse_expr``/``sympify`` called from reasoning-gym's code (tests/rewards/rg/trace_scorers.py);
 - hostile answers, through the verifier pool as training runs them, for every such scorer: writing a
   file outside the scratch directory, reading a secret from the environment, opening a socket, leaving a
   process running, killing the parent, and patching the scorer so that a later wrong answer scores 1.
@@ -32,7 +32,7 @@ pytest.importorskip("reasoning_gym", reason="the `reasoning-gym` extra is not in
 from rlvr_cli.rewards import reasoning_gym as rg_verifier  # noqa: E402
 from rlvr_cli.rewards import safe_eval  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HELPERS = Path(__file__).resolve().parent / "rg"
 
 

@@ -36,7 +36,7 @@ variants:
 
 def sweep(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     """`rlvr sweep ARGS` as its own process (this checkout's code, the test session's model cache)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run([sys.executable, "-m", "rlvr_cli", "sweep", *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
 
@@ -56,7 +56,7 @@ def local(tmp_path_factory):
     spec.write_text(SPEC)
     out = root / "out"
     (out / "logs" / "high_lr-seed0.log").mkdir(parents=True)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen([sys.executable, "-m", "rlvr_cli", "sweep", str(spec), "--out", str(out), "--jobs", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 180

@@ -49,10 +49,13 @@ def task():
     return build_task("arithmetic")
 
 
-def run(tiny, task, **kw):
+def run(tiny, task, batch_size=None, **kw):
+    """``evaluate_policy`` with the settings ``kw`` over small ones (temperature 1, maj@k = the pass@k values)."""
     model, tok = tiny
-    args = {"n": 8, "num_prompts": 3, "max_new_tokens": 12, "pass_at_k": [1, 2, 4, 8], **kw}
-    return evaluate_policy(model, tok, task, StubScorer(), **args)
+    args = {"n": 8, "num_prompts": 3, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 12, "seed": 1234,
+            "pass_at_k": [1, 2, 4, 8], "maj_at_k": None, **kw}
+    batch = {"batch_size": batch_size} if batch_size is not None else {}
+    return evaluate_policy(model, tok, task, StubScorer(), EvalSettings(**args), **batch)
 
 
 def strip(record, extra=()):

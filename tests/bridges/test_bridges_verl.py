@@ -26,7 +26,7 @@ from rlvr_cli.bridges.export_verl import ACTOR  # noqa: E402
 from rlvr_cli.cli.export import render  # noqa: E402
 from rlvr_cli.recipe.load import list_shipped, load_recipe  # noqa: E402
 
-VERL_YAML = Path(__file__).parent / "fixtures" / "verl_0.9.1_ppo_trainer.yaml"
+VERL_YAML = Path(__file__).resolve().parents[1] / "fixtures" / "verl_0.9.1_ppo_trainer.yaml"
 RL_PRESETS = [name for name, path in list_shipped() if load_recipe(str(path)).algorithm == "rl"]
 _MISSING = object()
 

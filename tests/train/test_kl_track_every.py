@@ -7,9 +7,9 @@ from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.rundir import RunDir
 
-SMALL = ["steps=4", "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=16",
-         "eval.at_start=false", "eval.every=0", "eval.n=2", "eval.num_prompts=2", "checkpoint.every=0",
-         "kl.track_every=3"]
+from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+
+SMALL = tiny_run("steps=4", "rollout.max_new_tokens=16", "kl.track_every=3")
 
 
 def _kl(name: str, tiny_base, out) -> list:

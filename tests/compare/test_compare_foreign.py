@@ -1,5 +1,5 @@
 """verl file-logger JSONL as a run of `rlvr compare` (the TRL side is tested on a real TRL run in
-tests/test_bridges_trl.py). tests/fixtures/verl_file_logger.jsonl is HAND-WRITTEN in verl's documented
+tests/bridges/test_bridges_trl.py). tests/fixtures/verl_file_logger.jsonl is HAND-WRITTEN in verl's documented
 file-logger format (its first line says so and is not a log line); the Hydra config beside it is verl
 0.9.1's shipped trainer config with the DAPO export applied, as Hydra would write it."""
 
@@ -15,7 +15,7 @@ import yaml
 from rlvr_cli.compare.foreign import load_verl, verl_recipe
 from rlvr_cli.compare.load import load_runs
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _verl_dir(tmp_path: Path, with_config: bool) -> Path:

@@ -11,15 +11,17 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # tools/ is the checkout's, not the package's
 
 from tools.forkserver import Launcher, available  # noqa: E402
+
+from conftest import tiny_run  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not available(), reason="needs os.fork")
 
-SMALL = ["--set", "steps=2", "--set", "rollout.prompts_per_step=2", "--set", "rollout.group_size=4",
-         "--set", "rollout.max_new_tokens=16", "--set", "eval.every=2", "--set", "eval.n=4",
-         "--set", "eval.num_prompts=2", "--set", "checkpoint.every=0", "--seed", "3"]
+SMALL = [a for s in tiny_run("rollout.group_size=4", "rollout.max_new_tokens=16", "eval.every=2", "eval.n=4",
+                                 without=("eval.at_start",)) for a in ("--set", s)] + ["--seed", "3"]
 TIMINGS = ("time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "step_time_s", "tokens_per_s")
 
 
@@ -80,7 +82,7 @@ def test_a_server_that_dies_is_an_error_naming_the_command_and_the_next_call_sta
 
 
 def test_reproduce_trains_through_the_launcher_and_says_so(monkeypatch, tmp_path):
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "tools"))
     from test_reproduce import load
 
     mod = load()

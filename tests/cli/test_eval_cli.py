@@ -15,18 +15,11 @@ import pytest
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.rl import train_rl
 
+from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+
 TIMING = {"sample_s"}
-SMALL = [
-    "model.name=builtin:tiny-init",
-    "rollout.prompts_per_step=2",
-    "rollout.group_size=2",
-    "rollout.max_new_tokens=12",
-    "eval.n=4",
-    "eval.num_prompts=3",
-    "eval.every=1",
-    "checkpoint.every=1",
-    "steps=2",
-]
+SMALL = tiny_run("model.name=builtin:tiny-init", "rollout.max_new_tokens=12", "eval.n=4", "eval.num_prompts=3",
+                 "eval.every=1", "checkpoint.every=1", without=("eval.at_start",))
 
 
 @pytest.fixture(scope="module")

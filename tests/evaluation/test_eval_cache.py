@@ -15,10 +15,10 @@ from rlvr_cli.tasks import build_task
 from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.evalhook import _settings
 
-SMALL = [
-    "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40",
-    "eval.n=4", "eval.num_prompts=8", "eval.every=2", "checkpoint.every=2", "steps=2",
-]
+from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+
+SMALL = tiny_run("rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40", "eval.n=4",
+                 "eval.num_prompts=8", "eval.every=2", "checkpoint.every=2", without=("eval.at_start",))
 
 
 @pytest.fixture

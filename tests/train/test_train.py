@@ -19,11 +19,11 @@ from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.rundir import RunDir
 from rlvr_cli.train.sft import train_sft
 
+from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+
 TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s", "sample_s"}
-SMALL = [
-    "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40",
-    "eval.n=4", "eval.num_prompts=8", "eval.every=2", "checkpoint.every=2", "steps=2",
-]
+SMALL = tiny_run("rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40", "eval.n=4",
+                 "eval.num_prompts=8", "eval.every=2", "checkpoint.every=2", without=("eval.at_start",))
 RL_RECIPES = [n for n, _ in list_shipped() if load_recipe(n).algorithm == "rl"]
 SFT_RECIPES = [n for n, _ in list_shipped() if load_recipe(n).algorithm == "sft"]
 
@@ -386,3 +386,12 @@ def test_resume_of_a_run_with_a_corrupt_saved_recipe_is_a_user_error(tmp_path, c
     (run / "recipe.yaml").write_text("steps: [unclosed\n")
     res = cli("train", "grpo", "--out", str(run), "--resume")
     assert res.code == 2 and "cannot read the run's saved recipe" in res.stderr
+
+
+def test_ignore_eos_makes_every_rollout_max_length(tiny_base, tmp_path):
+    """`rollout.ignore_eos` reaches the trainer's sampler: fixed work per step (every response L_max tokens)."""
+    sets = tiny_run(f"model.name={tiny_base}", "steps=1", "rollout.max_new_tokens=12", without=("eval.every",))
+    normal = RunDir(train_rl(load_recipe("dr_grpo", sets), tmp_path / "eos")).read_metrics()[0]
+    fixed = RunDir(train_rl(load_recipe("dr_grpo", [*sets, "rollout.ignore_eos=true"]), tmp_path / "fixed")).read_metrics()[0]
+    assert normal["len_mean"] < 12  # the warm-started model answers in fewer than 12 tokens
+    assert fixed["len_mean"] == 12 and fixed["truncated_frac"] == 1.0 and fixed["gen_tokens"] == 4 * 12

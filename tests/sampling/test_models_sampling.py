@@ -12,7 +12,12 @@ from rlvr_cli.errors import UserError
 from rlvr_cli.models import load_model, resolve_model_ref
 from rlvr_cli.models.tiny import build_tiny_model
 from rlvr_cli.models.tokenizer import build_char_tokenizer
-from rlvr_cli.sampling import filter_logits, generate, static_decode_supported
+from rlvr_cli.sampling import SamplingOptions, filter_logits, generate, static_decode_supported
+
+
+def sample(model, prompts, generator=None, row_keys=None, **settings):
+    """:func:`generate` with its :class:`SamplingOptions` given as keywords."""
+    return generate(model, prompts, SamplingOptions(**settings), generator=generator, row_keys=row_keys)
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +167,7 @@ def test_sampler_logprobs_match_a_full_forward(arch, decoder, request):
     model, tok = request.getfixturevalue(arch)
     prompts = [ids(tok, "347+285="), ids(tok, "1,2,3>6:"), ids(tok, "9+1=")] * 4
     g = torch.Generator().manual_seed(0)
-    out = generate(model, prompts, max_new_tokens=12, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+    out = sample(model, prompts, max_new_tokens=12, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                    generator=g, temperature=0.7, decoder=decoder)
     for p, r, lp in zip(prompts, out.response_ids, out.logprobs):
         full = torch.tensor([p + r])
@@ -176,12 +181,12 @@ def test_greedy_matches_transformers_generate_and_batching(tiny):
     model, tok = tiny
     a, b = ids(tok, "347+285="), ids(tok, "9+1=")
     kw = dict(max_new_tokens=15, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, greedy=True)
-    single_a = generate(model, [a], **kw).response_ids[0]
-    single_b = generate(model, [b], **kw).response_ids[0]
+    single_a = sample(model, [a], **kw).response_ids[0]
+    single_b = sample(model, [b], **kw).response_ids[0]
     hf = model.generate(torch.tensor([a]), max_new_tokens=15, do_sample=False, eos_token_id=tok.eos_token_id,
                         pad_token_id=tok.pad_token_id)
     assert single_a == hf[0, len(a):].tolist()[: len(single_a)]
-    both = generate(model, [b, a], **kw).response_ids  # left padding must not change the result
+    both = sample(model, [b, a], **kw).response_ids  # left padding must not change the result
     assert both == [single_b, single_a]
 
 
@@ -189,9 +194,9 @@ def test_sampling_is_deterministic_for_a_seed_and_reports_finish(tiny):
     model, tok = tiny
     prompts = [ids(tok, "347+285=")] * 16
     kw = dict(max_new_tokens=6, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    o1 = generate(model, prompts, generator=torch.Generator().manual_seed(3), **kw)
-    o2 = generate(model, prompts, generator=torch.Generator().manual_seed(3), **kw)
-    o3 = generate(model, prompts, generator=torch.Generator().manual_seed(4), **kw)
+    o1 = sample(model, prompts, generator=torch.Generator().manual_seed(3), **kw)
+    o2 = sample(model, prompts, generator=torch.Generator().manual_seed(3), **kw)
+    o3 = sample(model, prompts, generator=torch.Generator().manual_seed(4), **kw)
     assert o1.response_ids == o2.response_ids and o1.response_ids != o3.response_ids
     for r, why in zip(o1.response_ids, o1.finish_reasons):
         assert (why == "eos") == (r[-1] == tok.eos_token_id)
@@ -206,7 +211,7 @@ def test_eos_is_a_response_token_and_stops_the_row():
     bias = torch.zeros(len(tok))
     bias[tok.eos_token_id] = 100.0
     model.lm_head.register_forward_hook(lambda m, i, o: o + bias)
-    out = generate(model, [ids(tok, "1+1=")] * 3, max_new_tokens=5, eos_token_id=tok.eos_token_id,
+    out = sample(model, [ids(tok, "1+1=")] * 3, max_new_tokens=5, eos_token_id=tok.eos_token_id,
                    pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0))
     assert out.response_ids == [[tok.eos_token_id]] * 3 and out.finish_reasons == ["eos"] * 3
 
@@ -217,7 +222,7 @@ def test_min_think_suppression(tiny):
     bias[tok.eos_token_id] = 100.0
     h = model.lm_head.register_forward_hook(lambda m, i, o: o + bias)
     try:
-        out = generate(model, [ids(tok, "1+1=")] * 2, max_new_tokens=8, eos_token_id=tok.eos_token_id,
+        out = sample(model, [ids(tok, "1+1=")] * 2, max_new_tokens=8, eos_token_id=tok.eos_token_id,
                        pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0),
                        suppress_ids=[tok.eos_token_id], suppress_until=4)
     finally:
@@ -248,8 +253,8 @@ def test_static_decoder_gives_the_generic_decoders_samples_bit_for_bit(arch, aut
     kw = dict(max_new_tokens=20, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, temperature=0.9,
               autocast_dtype=autocast)  # autocast: as `rollout.sample_autocast` samples (on the CPU here)
     for prompts, seed in [(mixed, 0), (mixed, 1), (mixed, 2), (even, 0)]:
-        a = generate(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="generic", **kw)
-        b = generate(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="static", **kw)
+        a = sample(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="generic", **kw)
+        b = sample(model, prompts, generator=torch.Generator().manual_seed(seed), decoder="static", **kw)
         assert a.response_ids == b.response_ids and a.finish_reasons == b.finish_reasons
         assert a.logprobs == b.logprobs  # the same kernels in the same order: equal, not merely close
         if prompts is mixed:
@@ -262,12 +267,12 @@ def test_static_decoder_refuses_what_it_does_not_cover(tiny):
     with pytest.raises(ValueError, match="static decoder"):
         model.train()  # dropout on: only the model's own forward applies it
         try:
-            generate(model, [ids(tok, "1+1=")], max_new_tokens=2, eos_token_id=tok.eos_token_id,
+            sample(model, [ids(tok, "1+1=")], max_new_tokens=2, eos_token_id=tok.eos_token_id,
                      pad_token_id=tok.pad_token_id, decoder="static")
         finally:
             model.eval()
     with pytest.raises(ValueError, match="decoder must be"):
-        generate(model, [ids(tok, "1+1=")], max_new_tokens=2, eos_token_id=tok.eos_token_id,
+        sample(model, [ids(tok, "1+1=")], max_new_tokens=2, eos_token_id=tok.eos_token_id,
                  pad_token_id=tok.pad_token_id, decoder="fast")
 
 
@@ -286,9 +291,9 @@ def test_static_decoder_without_fused_projections_gives_the_same_samples(arch, r
         built.append(self.fuse)
 
     monkeypatch.setattr(decode_step.StaticDecoder, "__init__", spy)
-    fused = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
+    fused = sample(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
     monkeypatch.setattr(decode_step, "FUSE_MAX_BYTES", 0)  # as for a model whose weight copies would be large
-    separate = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
+    separate = sample(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
     assert built == [True, False]
     assert fused.response_ids == separate.response_ids and fused.logprobs == separate.logprobs
 
@@ -305,8 +310,8 @@ def test_static_decoder_leaves_sliding_window_and_scaled_rope_models_to_their_ow
     kw = dict(max_new_tokens=6, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     for model in (windowed, scaled):
         with pytest.raises(ValueError, match="static decoder does not support"):
-            generate(model, [ids(tok, "347+285=")] * 2, decoder="static", **kw)
-        out = generate(model, [ids(tok, "347+285=")] * 2, generator=torch.Generator().manual_seed(0), **kw)
+            sample(model, [ids(tok, "347+285=")] * 2, decoder="static", **kw)
+        out = sample(model, [ids(tok, "347+285=")] * 2, generator=torch.Generator().manual_seed(0), **kw)
         assert all(1 <= len(r) <= 6 for r in out.response_ids)  # auto: through the model's own forward
 
 
@@ -318,8 +323,8 @@ def test_ignore_eos_gives_fixed_length_responses(tiny):
     try:
         kw = dict(max_new_tokens=7, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
         prompts = [ids(tok, "1+1=")] * 8
-        free = generate(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
-        fixed = generate(model, prompts, generator=torch.Generator().manual_seed(0), ignore_eos=True, **kw)
+        free = sample(model, prompts, generator=torch.Generator().manual_seed(0), **kw)
+        fixed = sample(model, prompts, generator=torch.Generator().manual_seed(0), ignore_eos=True, **kw)
     finally:
         h.remove()
     assert any(len(r) < 7 for r in free.response_ids)

@@ -16,22 +16,17 @@ from rlvr_cli.models.builtin import WARM_START_RECIPES, builtin_model_dir
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.rl import train_rl
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+
+ROOT = Path(__file__).resolve().parents[2]
 ARMS = {  # arm -> (advantage.scale, loss.aggregation)
     "grpo": ("group_std", "seq_mean_token_mean"),
     "dr_grpo": ("none", "seq_mean_token_sum_norm"),
     "no_length_norm": ("group_std", "seq_mean_token_sum_norm"),
     "no_std": ("none", "seq_mean_token_mean"),
 }
-SMALL = [
-    "model.name=builtin:tiny-init",
-    "rollout.prompts_per_step=2",
-    "rollout.group_size=2",
-    "rollout.max_new_tokens=12",
-    "eval.n=2",
-    "eval.num_prompts=2",
-    "steps=2",
-]
+SMALL = tiny_run("model.name=builtin:tiny-init", "rollout.max_new_tokens=12",
+                 without=("eval.at_start", "eval.every", "checkpoint.every"))
 
 
 def arm(name: str) -> Path:

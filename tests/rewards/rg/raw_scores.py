@@ -1,4 +1,4 @@
-"""reasoning-gym's own scores, without rlvr's safe readers: ``python tests/rg/raw_scores.py CASES.json OUT.json``
+"""reasoning-gym's own scores, without rlvr's safe readers: ``python tests/rewards/rg/raw_scores.py CASES.json OUT.json``
 writes a JSON list of ``score_answer(answer, entry)`` for ``[[dataset, entry, answer], ...]`` (a
 scorer that raises gives null). Only for harmless answers: here the scorers' ``eval`` is live."""
 

@@ -28,12 +28,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+
+ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "tests" / "dist" / "train_many.py"
 TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s", "sample_s"}
-SMALL = ["rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=20", "steps=3",
-         "eval.n=2", "eval.num_prompts=3", "eval.every=0", "eval.at_start=false", "checkpoint.every=0",
-         "optim.lr=3e-4", "optim.adam_eps=1e-3"]
+SMALL = tiny_run("rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=20", "steps=3",
+                 "eval.num_prompts=3", "optim.lr=3e-4", "optim.adam_eps=1e-3")
 RECIPES = {
     "grpo": ("grpo", []),  # KL in the loss (a reference), 2 minibatches, 4 micro-batches
     "dr_grpo": ("dr_grpo", ["optim.mu=2"]),

@@ -211,7 +211,7 @@ def test_docs_field_table_matches_the_schema():
 
     from rlvr_cli.recipe.docs import DOC, END, START, markdown_table
 
-    page = Path(__file__).resolve().parents[1] / "docs" / "fields.md"
+    page = Path(__file__).resolve().parents[2] / "docs" / "fields.md"
     assert Path(DOC) == page
     assert f"{START}\n{markdown_table()}{END}" in page.read_text(encoding="utf-8")
 

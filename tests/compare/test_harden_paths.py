@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("tensorboard")
 
-FIXTURE = Path(__file__).parent / "fixtures" / "verl_file_logger.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "verl_file_logger.jsonl"
 
 
 def _compare(cli, tmp_path, tb: Path):

@@ -10,7 +10,7 @@ from rlvr_cli.rewards.registry import accepted_options, options_for
 
 
 def test_registry_is_keyed_by_the_schema_verifier_names():
-    # `task` is not a verifier but "the task's own"; the scorer resolves it (tests/test_rewards_scorer.py)
+    # `task` is not a verifier but "the task's own"; the scorer resolves it (tests/rewards/test_rewards_scorer.py)
     assert set(VERIFIERS) == set(get_args(VerifierName)) - {"task"}
 
 

@@ -16,10 +16,9 @@ import pytest
 from rlvr_cli.errors import RunFailed
 from rlvr_cli.recipe.load import load_recipe
 
-SMALL = [
-    "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
-    "eval.at_start=false", "eval.every=0", "eval.n=2", "eval.num_prompts=2", "checkpoint.every=1", "steps=2",
-]
+from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+
+SMALL = tiny_run("checkpoint.every=1")
 
 
 def test_a_checkpoint_that_hits_a_full_disk_fails_the_run_and_leaves_no_temp(tiny_base, tmp_path, monkeypatch):
