@@ -40,6 +40,19 @@ class Strict(BaseModel):
 
 
 # --- model -------------------------------------------------------------------------------------
+class LoraSpec(Strict):
+    """A LoRA adapter (peft) on the policy: only the adapter trains; the reference is the base weights."""
+
+    rank: int = Field(16, ge=1, le=4096)
+    """r: rank of each low-rank update B A."""
+    alpha: float = Field(32.0, gt=0)
+    """lora_alpha: the update is scaled by alpha / rank."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """lora_dropout; RL forwards run with dropout off (so the on-policy ratio is 1): it acts in SFT only."""
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    """Module names (suffixes) that get an adapter, e.g. [q_proj, v_proj]; `all-linear`: every linear layer but the output head."""
+
+
 class ModelSpec(Strict):
     name: str = "builtin:tiny"
     """Policy initialisation: `builtin:tiny`, `builtin:tiny-countdown`, `builtin:tiny-init` (untrained), a run directory (its latest checkpoint), a checkpoint directory, or a Hugging Face model id / local path."""
@@ -47,6 +60,8 @@ class ModelSpec(Strict):
     """Reference policy pi_ref for the KL term; null means the same as `name`."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Weights dtype; `auto` is float32 on CPU and float32 weights with bf16 autocast on CUDA."""
+    lora: LoraSpec | None = None
+    """Train a LoRA adapter instead of every weight (null = full fine-tuning); checkpoints hold the adapter only."""
 
 
 # --- tasks ---------------------------------------------------------------------------------------
@@ -554,8 +569,8 @@ class EvalSpec(Strict):
     """Samples per prompt."""
     num_prompts: int = Field(64, ge=1)
     """Held-out prompts evaluated (the first N of the task's held-out set)."""
-    temperature: Temperature = 1.0
-    """Sampling temperature of evaluation (0.001-10)."""
+    temperature: Temperature | None = None
+    """Sampling temperature of evaluation (0.001-10); null resolves to rollout.temperature."""
     top_p: float = Field(1.0, gt=0, le=1)
     """Nucleus mass of evaluation sampling."""
     max_new_tokens: int | None = Field(None, ge=1)
@@ -653,6 +668,9 @@ class Recipe(Strict):
             self.loss.length_constant = self.rollout.max_new_tokens
         if self.eval.max_new_tokens is None:
             self.eval.max_new_tokens = self.rollout.max_new_tokens
+        if self.eval.temperature is None:
+            self.eval.temperature = self.rollout.temperature
+        self._check_lora()
         sp = self.overlong.soft_punish
         if sp is not None and sp.buffer >= self.rollout.max_new_tokens:
             raise ValueError(
@@ -673,6 +691,16 @@ class Recipe(Strict):
                 f"(rollout.prompts_per_step * rollout.group_size = {batch})"
             )
         return self
+
+    def _check_lora(self):
+        if self.model.lora is None:
+            return
+        if self.model.reference not in (None, self.model.name):
+            raise ValueError("model.reference with model.lora: the reference is the base weights (the adapter "
+                             "disabled), so it must be null or equal to model.name")
+        if self.kl.ref_reset_every:
+            raise ValueError("kl.ref_reset_every with model.lora: a ProRL reset would merge the adapter into "
+                             "the reference; not supported (use full fine-tuning, or drop the reset)")
 
     def _check_passk(self):
         pk = self.advantage.passk
