@@ -24,7 +24,8 @@ SMALL = [
     "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40",
     "eval.n=4", "eval.num_prompts=8", "eval.every=2", "checkpoint.every=2", "steps=2",
 ]
-RL_RECIPES = [n for n, _ in list_shipped() if load_recipe(n).algorithm == "rl"]
+RL_RECIPES = [n for n, _ in list_shipped()  # on the tiny model: not the presets of a real model (chat form, LoRA)
+              if load_recipe(n).algorithm == "rl" and load_recipe(n).model.name.startswith("builtin:")]
 SFT_RECIPES = [n for n, _ in list_shipped() if load_recipe(n).algorithm == "sft"]
 
 
