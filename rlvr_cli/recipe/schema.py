@@ -60,6 +60,8 @@ class ModelSpec(Strict):
     """Reference policy pi_ref for the KL term; null means the same as `name`."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Weights dtype; `auto` is float32 on CPU and float32 weights with bf16 autocast on CUDA."""
+    autocast: Literal["auto", "none", "bfloat16", "float16"] = "auto"
+    """Autocast dtype of sampling, log-probs and the update, the weights and optimiser staying model.dtype; `auto`: what model.dtype implies (bf16 on CUDA with dtype auto, none on the CPU). On a CPU without avx512_bf16/amx, bf16 is slower than float32."""
     lora: LoraSpec | None = None
     """Train a LoRA adapter instead of every weight (null = full fine-tuning); checkpoints hold the adapter only."""
 
@@ -759,7 +761,8 @@ class Recipe(Strict):
                     "one token, so exactly one token per minibatch is selected."
                 )
         ic = self.rollout.is_correction
-        same_numerics = self.rollout.sample_autocast == "none" and self.model.dtype in ("auto", "float32")
+        same_numerics = (self.rollout.sample_autocast == "none" and self.model.dtype in ("auto", "float32")
+                         and self.model.autocast in ("auto", "none"))
         if ic.mode != "none" and same_numerics:
             out.append(
                 "rollout.is_correction with rollout.sample_autocast none and float32 weights: the sampler "
@@ -809,7 +812,7 @@ class Recipe(Strict):
         from rlvr_cli.models.precision import slow_bf16_on_cpu
 
         bf16 = [f for f, v in (("rollout.sample_autocast", self.rollout.sample_autocast),
-                               ("model.dtype", self.model.dtype)) if v == "bfloat16"]
+                               ("model.dtype", self.model.dtype), ("model.autocast", self.model.autocast)) if v == "bfloat16"]
         if bf16 and self.device in ("cpu", "auto") and slow_bf16_on_cpu():
             out.append(
                 f"{' and '.join(bf16)} bfloat16 on a CPU without avx512_bf16 / amx_bf16: bf16 matrix products "

@@ -261,6 +261,8 @@ def open_session(
 
     device = resolve_device(device_name)
     _, autocast_dtype = weights_and_autocast(recipe.model.dtype, device)
+    if recipe.model.autocast != "auto":
+        autocast_dtype = {"none": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[recipe.model.autocast]
     lora = recipe.model.lora
     model_ref = str(ckpt[1]) if ckpt and lora is None else recipe.model.name
     model, tokenizer, resolved = load_model(model_ref, device, recipe.model.dtype)
