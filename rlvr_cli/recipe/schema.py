@@ -802,7 +802,9 @@ class Recipe(Strict):
         out = []
         kind = "full" if self.model.lora is None else "lora"
         most = PRETRAINED_MAX_LR[kind]
-        if not self.model.name.startswith("builtin:") and self.optim.lr > most:
+        from rlvr_cli.models.builtin import is_builtin_model
+
+        if self.optim.lr > most and not is_builtin_model(self.model.name):
             what = "full fine-tuning" if kind == "full" else "a LoRA adapter"
             out.append(
                 f"optim.lr {self.optim.lr:g} with {what} of a pretrained model ({self.model.name}): above {most:g} "

@@ -17,6 +17,9 @@ def lr_notes(*sets):
 
 def test_learning_rate_note_for_a_pretrained_model():
     assert lr_notes() == []  # the built-in tiny model: the presets' 1e-4 is its lr
+    from rlvr_cli.models.builtin import cache_root
+
+    assert lr_notes(f"model.name={cache_root()}/builtin/tiny-abc") == []  # the built-in model's cached folder
     assert len(lr_notes("model.name=my/model")) == 1  # full fine-tuning at 1e-4
     assert lr_notes("model.name=my/model", "optim.lr=1e-5") == []  # the bound itself is fine
     assert len(lr_notes("model.name=x.gguf", "optim.lr=1.1e-5")) == 1
