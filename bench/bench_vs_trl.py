@@ -2,6 +2,7 @@
 
     python bench/bench_vs_trl.py                     # 6 repetitions, default EOS and fixed length
     python bench/bench_vs_trl.py --reps 3 --steps 4 --beta 0 --only step
+    python bench/bench_vs_trl.py --model smollm2-135m-instruct --reps 1 --steps 2   # a real model (docs/real.md)
 
 The work is the bench config (bench/bench_config.py): a 1.06M-parameter Llama from a config, 8
 prompts x 8 responses, at most 32 new tokens, GRPO (group-std advantages, token ratio clipped at
@@ -271,6 +272,93 @@ def floor_probe(prompt: int = 10, at: Target = Target()) -> dict:
             "step_gflop": round(flops["total"] / 1e9, 2), "matmul_floor_s": round(floor, 4)}
 
 
+# --- a real model: SmolLM2-135M-Instruct (recipes/smollm2_dr_grpo.yaml) ---------------------------------------
+REAL_NEW = 48
+
+
+def real_recipe(model: str, lora: bool, steps: int):
+    """The preset on ``model``: 4 prompts x 8 responses of exactly 48 tokens (fixed work), no KL, no evaluation
+    to speak of; full fine-tuning at lr 1e-6 or the preset's LoRA."""
+    from rlvr_cli.recipe.load import load_recipe
+
+    over = [f"model.name={model}", f"steps={steps}", "rollout.ignore_eos=true", f"rollout.max_new_tokens={REAL_NEW}",
+            "kl.track=false", "eval.at_start=false", "eval.every=0", "eval.n=1", "eval.num_prompts=1",
+            "checkpoint.every=0", "threads=1"]
+    over += [] if lora else ["model.lora=null", "optim.lr=1e-6"]
+    return load_recipe("smollm2_dr_grpo", over)
+
+
+def real_rlvr(model: str, lora: bool, steps: int, work: Path) -> dict:
+    """rlvr's step on the preset: step seconds and where they go (sample / reference / update), per step."""
+    import rlvr_cli.train.rl as rl
+    from rlvr_cli.train.rundir import RunDir
+
+    out = work / f"rlvr-{time.monotonic_ns()}"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        rl.train_rl(real_recipe(model, lora, steps), out)
+    rows = RunDir(out).read_metrics()
+    return {k: [r[k] for r in rows] for k in ("step_time_s", "time_sample_s", "time_ref_s", "time_update_s", "gen_tokens")}
+
+
+def real_trl(model: str, lora: bool, steps: int, work: Path) -> dict:
+    """TRL's GRPOTrainer on the same weights, prompts, reward, batch and length: the preset exported by
+    `rlvr export` (rlvr_cli.bridges) with fixed-length completions; step seconds from its callbacks."""
+    import transformers
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rlvr_cli.bridges import export_recipe
+    from rlvr_cli.bridges.trl_reward import trainer_inputs
+
+    transformers.logging.set_verbosity_error()
+    r = real_recipe(model, lora, steps)
+    settings = {**export_recipe(r, "trl").settings, "output_dir": str(work / "trl_out"), "save_strategy": "no",
+                "use_cpu": True, "disable_tqdm": True, "log_completions": False, "dataloader_num_workers": 0,
+                "generation_kwargs": {"min_new_tokens": REAL_NEW}}
+    times: list[float] = []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            times.append(time.perf_counter() - self.t0)
+
+    trainer = GRPOTrainer(args=GRPOConfig(**settings), callbacks=[Timer()], **trainer_inputs(r, num_prompts=steps * 4))
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    with contextlib.redirect_stdout(sys.stderr):
+        trainer.train()
+    # TRL counts an optimiser update as a step: one rlvr step is micro_batches of them with one generation
+    per = len(times) // steps
+    return {"step_time_s": [sum(times[i * per:(i + 1) * per]) for i in range(steps)]}
+
+
+def real_bench(args) -> None:
+    """rlvr vs TRL (full fine-tuning and LoRA) on a real model, interleaved; one line per run, then a summary."""
+    from rlvr_cli.models import resolve_model_ref
+
+    path = resolve_model_ref(args.model).path  # converted once (a GGUF) and cached
+    print(f"model {args.model}: {path}", flush=True)
+    sides = [("rlvr", "full"), ("rlvr", "lora"), ("trl", "full"), ("trl", "lora")]
+    if have_trl():
+        print(f"skipping TRL: {have_trl()}")
+        sides = [s for s in sides if s[0] == "rlvr"]
+    got: dict = {}
+    with tempfile.TemporaryDirectory(prefix="bench_real_") as tmp:
+        for rep in range(args.reps):
+            for who, kind in sides if rep % 2 == 0 else sides[::-1]:
+                fn = real_rlvr if who == "rlvr" else real_trl
+                t0 = time.perf_counter()
+                run = fn(args.model, kind == "lora", args.steps, Path(tmp))
+                timed = {k: statistics.median(v[1:] or v) for k, v in run.items()}  # the first step warms up
+                got.setdefault(f"{who}_{kind}", []).append(timed)
+                print(f"rep {rep + 1} {who:4s} {kind:4s}: " + "  ".join(f"{k} {v:.1f}" for k, v in timed.items())
+                      + f"  (run {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
+    print(json.dumps(got))
+
+
 # --- driver ------------------------------------------------------------------------------------------------
 def summary(xs: list[float]) -> str:
     return f"median {statistics.median(xs):.2f}x  range {min(xs):.2f}-{max(xs):.2f}x  (n={len(xs)})"
@@ -293,7 +381,13 @@ def main() -> None:
                     help="the model: the 1.06M bench config, or 0.5b (bench/bench_config.py)")
     ap.add_argument("--layers", type=int, help="override the shape's decoder layers (e.g. 1: a quick check of the script)")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--model", help="a real model instead (e.g. smollm2-135m-instruct): rlvr's step against TRL's, "
+                                    "full fine-tuning and LoRA, on recipes/smollm2_dr_grpo.yaml's task and batch")
     args = ap.parse_args()
+    if args.model:
+        torch.set_num_threads(1)
+        warnings.filterwarnings("ignore")
+        return real_bench(args)
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda: torch sees no CUDA device")
     if args.layers is not None and args.layers < 1:

@@ -195,6 +195,11 @@ def _rest(r, w: Warnings) -> list[str]:
             w.add(f"reward.length_control.{knob}", "not exported: TRL has no such reward shaping and rlvr's trl_reward does not add it")
     if r.overlong.soft_punish is not None:
         notes.append("overlong.soft_punish: TRL has none; rlvr's reward function (trl_reward.RlvrReward) adds it, so use that reward")
+    lora = r.model.lora
+    if lora is not None:  # a GRPOTrainer argument, not a GRPOConfig one
+        notes.append(f"model.lora: GRPOTrainer(peft_config=peft.LoraConfig(r={lora.rank}, lora_alpha={lora.alpha:g}, "
+                     f"lora_dropout={lora.dropout:g}, target_modules={lora.target_modules!r}, task_type='CAUSAL_LM')); "
+                     "trl_reward.trainer_inputs passes it")
     notes.append("eval.*: TRL does not compute pass@k; run `rlvr eval` on TRL's checkpoints (output_dir/checkpoint-N)")
     notes.append("reward and dataset: GRPOTrainer(args=GRPOConfig(**grpo_config), **rlvr_cli.bridges.trl_reward.trainer_inputs(rlvr_recipe))")
     return notes

@@ -286,11 +286,22 @@ def _shaping(r, w: Warnings) -> dict:
     return out
 
 
+def _lora(r, w: Warnings) -> dict:
+    lora = r.model.lora
+    if lora is None:
+        return {}
+    if lora.dropout:
+        w.add("model.lora.dropout", "verl's LoRA has no dropout setting (peft's default 0 there)")
+    m = "actor_rollout_ref.model"  # verl's reference is then the actor with the adapter off, as in rlvr
+    return {f"{m}.lora_rank": lora.rank, f"{m}.lora_alpha": lora.alpha, f"{m}.target_modules": lora.target_modules}
+
+
 def export_verl(r) -> Export:
     """Hydra overrides (dotted key -> value) for an RL recipe, with the warnings."""
     w = Warnings()
     settings = {
         "actor_rollout_ref.model.path": r.model.name,
+        **_lora(r, w),
         **_batch(r, w),
         **_advantage(r, w),
         **_policy_loss(r, w),

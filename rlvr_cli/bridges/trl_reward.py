@@ -115,7 +115,8 @@ def train_dataset(recipe, num_prompts: int | None = None):
 
 def trainer_inputs(recipe, num_prompts: int | None = None) -> dict:
     """Keyword arguments of ``GRPOTrainer`` besides ``args``: the model (a local directory for
-    ``builtin:*``), its tokenizer, the dataset and :class:`RlvrReward`."""
+    ``builtin:*``), its tokenizer, the dataset, :class:`RlvrReward` and, with ``model.lora``, the
+    ``peft_config``."""
     from rlvr_cli.models import load_tokenizer, resolve_model_ref
 
     r = _recipe(recipe)
@@ -124,9 +125,16 @@ def trainer_inputs(recipe, num_prompts: int | None = None) -> dict:
     ensure_built(r.model.name)  # a built-in model is warm-started once, as `rlvr train` would
     path = resolve_model_ref(r.model.name).path
     tok = load_tokenizer(path)
-    return {
+    out = {
         "model": path,
         "processing_class": tok,
         "reward_funcs": [RlvrReward(r, eos_token_id=tok.eos_token_id)],
         "train_dataset": train_dataset(r, num_prompts),
     }
+    lora = r.model.lora
+    if lora is not None:  # TRL then keeps no reference model: the adapter disabled is pi_ref, as in rlvr
+        from peft import LoraConfig
+
+        out["peft_config"] = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                        target_modules=lora.target_modules, bias="none", task_type="CAUSAL_LM")
+    return out

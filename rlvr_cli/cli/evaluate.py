@@ -102,7 +102,7 @@ def evaluate(
         with_overrides,
     )
     from rlvr_cli.models import resolve_device
-    from rlvr_cli.tasks import build_task
+    from rlvr_cli.tasks import build_task, default_task
 
     if device is not None:
         resolve_device(device, "--device")  # an unknown or absent device: exit 2 before loading anything
@@ -110,7 +110,7 @@ def evaluate(
     root = run_root(Path(model).expanduser())
     recipe = load_run_recipe(root) if root is not None else None
     is_run = root is not None and root == Path(model).expanduser()
-    t = task_from_arg(task) if task else build_task(recipe.task if recipe else "arithmetic")
+    t = task_from_arg(task) if task else build_task(recipe.task if recipe else default_task(model))
     run_default = EvalSettings.from_recipe(recipe) if recipe else EvalSettings()
     settings = with_overrides(
         run_default,

@@ -21,7 +21,7 @@ from rlvr_cli.errors import UserError
 
 def sample(
     model: str = typer.Argument(..., help="MODEL: builtin:tiny, a run or checkpoint directory, or a HF id/path."),
-    task: str = typer.Option("arithmetic", "--task", help="Built-in task (arithmetic, countdown) or a recipe whose task to use."),
+    task: str | None = typer.Option(None, "--task", help="Built-in task (arithmetic, countdown) or a recipe whose task to use (default: a run's own, arithmetic for a built-in model)."),
     out: str = typer.Option(..., "--out", help="Output JSONL (one line per response)."),
     n: int = typer.Option(4, "--n", min=1, help="Responses per prompt."),
     num_prompts: int = typer.Option(64, "--num-prompts", min=1, help="Number of prompts."),
@@ -54,7 +54,14 @@ def sample(
     check_output("--out", out)
     if threads:
         torch.set_num_threads(threads)
-    t = task_from_arg(task)
+    if task is None:
+        from rlvr_cli.evaluation.runs import load_run_recipe, run_root
+        from rlvr_cli.tasks import build_task, default_task
+
+        root = run_root(Path(model).expanduser())
+        t = build_task(load_run_recipe(root).task) if root is not None else build_task(default_task(model))
+    else:
+        t = task_from_arg(task)
     dev = resolve_device(device, "--device")
     from rlvr_cli.warm_start import ensure_built
 

@@ -141,6 +141,13 @@ def load_model(ref: str, device: str | torch.device = "cpu", dtype: str = "auto"
     resolved = resolve_model_ref(ref)
     dev = device if isinstance(device, torch.device) else resolve_device(device)
     wdtype, _ = weights_and_autocast(dtype, dev)
+    from rlvr_cli.models.adapter import adapter_base, is_adapter_dir, merged
+
+    if is_adapter_dir(resolved.path):  # a LoRA run's checkpoint: its base with the adapter merged in
+        base, _, _ = load_model(adapter_base(resolved.path), dev, dtype)
+        model = merged(base, resolved.path)
+        model.eval()
+        return model, load_tokenizer(resolved.path), resolved
     try:
         model = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=wdtype)
     except TypeError:  # older transformers call it torch_dtype

@@ -49,6 +49,16 @@ def cache_root() -> Path:
     return Path(os.environ.get("RLVR_CACHE") or Path.home() / ".cache" / "rlvr")
 
 
+def is_builtin_model(ref: str) -> bool:
+    """Whether a MODEL reference is a built-in model: `builtin:*` or its cached directory."""
+    if ref.startswith("builtin:"):
+        return True
+    try:
+        return Path(ref).expanduser().resolve().is_relative_to((cache_root() / "builtin").resolve())
+    except (OSError, ValueError):
+        return False
+
+
 @contextmanager
 def _locked(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)

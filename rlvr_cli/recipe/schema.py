@@ -42,6 +42,19 @@ class Strict(BaseModel):
 
 
 # --- model -------------------------------------------------------------------------------------
+class LoraSpec(Strict):
+    """A LoRA adapter (peft) on the policy: only the adapter trains; the reference is the base weights."""
+
+    rank: int = Field(16, ge=1, le=4096)
+    """r: rank of each low-rank update B A."""
+    alpha: float = Field(32.0, gt=0)
+    """lora_alpha: the update is scaled by alpha / rank."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """lora_dropout; RL forwards run with dropout off (so the on-policy ratio is 1): it acts in SFT only."""
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    """Module names (suffixes) that get an adapter, e.g. [q_proj, v_proj]; `all-linear`: every linear layer but the output head."""
+
+
 class ModelSpec(Strict):
     name: str = "builtin:tiny"
     """Policy initialisation: `builtin:tiny`, `builtin:tiny-countdown`, `builtin:tiny-init` (untrained), a run directory (its latest checkpoint), a checkpoint directory, or a Hugging Face model id / local path."""
@@ -49,6 +62,10 @@ class ModelSpec(Strict):
     """Reference policy pi_ref for the KL term; null means the same as `name`."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Weights dtype; `auto` is float32 on CPU and float32 weights with bf16 autocast on CUDA."""
+    autocast: Literal["auto", "none", "bfloat16", "float16"] = "auto"
+    """Autocast dtype of sampling, log-probs and the update, the weights and optimiser staying model.dtype; `auto`: what model.dtype implies (bf16 on CUDA with dtype auto, none on the CPU). On a CPU without avx512_bf16/amx, bf16 is slower than float32."""
+    lora: LoraSpec | None = None
+    """Train a LoRA adapter instead of every weight (null = full fine-tuning); checkpoints hold the adapter only."""
 
 
 # --- tasks ---------------------------------------------------------------------------------------
@@ -726,8 +743,8 @@ class EvalSpec(Strict):
     """Samples per prompt."""
     num_prompts: int = Field(64, ge=1)
     """Held-out prompts evaluated (the first N of the task's held-out set)."""
-    temperature: Temperature = 1.0
-    """Sampling temperature of evaluation (0.001-10)."""
+    temperature: Temperature | None = None
+    """Sampling temperature of evaluation (0.001-10); null resolves to rollout.temperature."""
     top_p: float = Field(1.0, gt=0, le=1)
     """Nucleus mass of evaluation sampling."""
     max_new_tokens: int | None = Field(None, ge=1)
@@ -783,6 +800,12 @@ class DistributedSpec(Strict):
     """Seconds a collective waits for the other ranks: a rank that died or hangs makes the others fail within it."""
 
 
+PRETRAINED_MAX_LR = {"full": 1e-5, "lora": 1e-3}
+"""Learning rates above which a pretrained model (any `model.name` but `builtin:*`) is likely wrecked
+within a few steps: full fine-tuning at 1e-4 collapsed SmolLM2-135M-Instruct in 4 steps (ratios
+0.002-11, entropy 1.09 -> 0.07); an adapter's update is scaled down by its rank, so LoRA tolerates more."""
+
+
 # --- the recipe ----------------------------------------------------------------------------------
 class Recipe(Strict):
     """A fully resolved recipe: what `rlvr recipes show` prints and every run saves."""
@@ -825,6 +848,9 @@ class Recipe(Strict):
             self.loss.length_constant = self.rollout.max_new_tokens
         if self.eval.max_new_tokens is None:
             self.eval.max_new_tokens = self.rollout.max_new_tokens
+        if self.eval.temperature is None:
+            self.eval.temperature = self.rollout.temperature
+        self._check_lora()
         sp = self.overlong.soft_punish
         if sp is not None and sp.buffer >= self.rollout.max_new_tokens:
             raise ValueError(
@@ -847,6 +873,16 @@ class Recipe(Strict):
                 f"(rollout.prompts_per_step * rollout.group_size = {batch})"
             )
         return self
+
+    def _check_lora(self):
+        if self.model.lora is None:
+            return
+        if self.model.reference not in (None, self.model.name):
+            raise ValueError("model.reference with model.lora: the reference is the base weights (the adapter "
+                             "disabled), so it must be null or equal to model.name")
+        if self.kl.ref_reset_every:
+            raise ValueError("kl.ref_reset_every with model.lora: a ProRL reset would merge the adapter into "
+                             "the reference; not supported (use full fine-tuning, or drop the reset)")
 
     def _check_passk(self):
         pk = self.advantage.passk
@@ -943,7 +979,8 @@ class Recipe(Strict):
                     "one token, so exactly one token per minibatch is selected."
                 )
         ic = self.rollout.is_correction
-        same_numerics = self.rollout.sample_autocast == "none" and self.model.dtype in ("auto", "float32")
+        same_numerics = (self.rollout.sample_autocast == "none" and self.model.dtype in ("auto", "float32")
+                         and self.model.autocast in ("auto", "none"))
         if ic.mode != "none" and same_numerics:
             out.append(
                 "rollout.is_correction with rollout.sample_autocast none and float32 weights: the sampler "
@@ -981,10 +1018,37 @@ class Recipe(Strict):
             out.append("advantage.scale mean with baseline leave_one_out is G/(G-1) times MaxRL (a rescale).")
         if self.kl.placement == "none" and self.kl.ref_reset_every:
             out.append("kl.ref_reset_every has no effect on the objective when kl.placement is none.")
+        out += self._pretrained_notes()
         if self.loss.ratio == "sequence" and self.loss.aggregation != "seq_mean_token_mean":
             out.append(
                 "loss.ratio = sequence (GSPO) with a token-weighted aggregation: GSPO's objective is a "
                 "mean over sequences (seq_mean_token_mean)."
+            )
+        return out
+
+
+    def _pretrained_notes(self) -> list[str]:
+        """A learning rate far above what a pretrained model survives; bf16 requested on a CPU without bf16 units."""
+        out = []
+        kind = "full" if self.model.lora is None else "lora"
+        most = PRETRAINED_MAX_LR[kind]
+        from rlvr_cli.models.builtin import is_builtin_model
+
+        if self.optim.lr > most and not is_builtin_model(self.model.name):
+            what = "full fine-tuning" if kind == "full" else "a LoRA adapter"
+            out.append(
+                f"optim.lr {self.optim.lr:g} with {what} of a pretrained model ({self.model.name}): above {most:g} "
+                "it is likely wrecked within a few steps (at 1e-4, full fine-tuning collapsed SmolLM2-135M in 4 "
+                "steps: entropy 1.09 -> 0.07); fine for a deliberate collapse experiment."
+            )
+        from rlvr_cli.models.precision import slow_bf16_on_cpu
+
+        bf16 = [f for f, v in (("rollout.sample_autocast", self.rollout.sample_autocast),
+                               ("model.dtype", self.model.dtype), ("model.autocast", self.model.autocast)) if v == "bfloat16"]
+        if bf16 and self.device in ("cpu", "auto") and slow_bf16_on_cpu():
+            out.append(
+                f"{' and '.join(bf16)} bfloat16 on a CPU without avx512_bf16 / amx_bf16: bf16 matrix products "
+                "are emulated there and run slower than float32 (sampling measured 3.2x slower on such a CPU)."
             )
         return out
 

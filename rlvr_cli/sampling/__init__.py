@@ -50,7 +50,8 @@ class Samples:
 
 def cache_kwarg(model) -> str:
     """Name of the KV-cache argument of ``model.forward`` (`cache` in new transformers, else `past_key_values`)."""
-    params = inspect.signature(model.forward).parameters
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model passes it on
+    params = inspect.signature(base.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
 

@@ -43,6 +43,16 @@ def build_task(spec) -> Task:
     return DatasetTask(spec)
 
 
+def default_task(model: str) -> str:
+    """The task `rlvr sample` / `rlvr eval` use when no ``--task`` (and no run recipe) says one:
+    `arithmetic` for a built-in model; for any other model its raw `347+285=` form is meaningless,
+    so the user must choose (UserError)."""
+    if model.startswith("builtin:"):
+        return "arithmetic"
+    raise UserError(f"--task: give a task (arithmetic, countdown, or a recipe whose task to use) for {model}: "
+                    "the default arithmetic prompts are the built-in models' raw format")
+
+
 def chat_messages(spec, problem: Problem) -> list[dict[str, str]]:
     """The conversation a chat-form prompt is: an optional system message (``task.system_prompt``), then the question."""
     system = getattr(spec, "system_prompt", None)

@@ -71,7 +71,8 @@ def response_logits(model, packed: Packed) -> torch.Tensor:
     """Logits (B, Lr, V) that predict each response token."""
     cls = type(model)
     if cls not in _KEEP_ARG:  # a DistributedDataParallel wrapper passes the keywords to its module
-        params = inspect.signature(getattr(model, "module", model).forward).parameters
+        inner = getattr(model, "module", model)  # a peft model passes them on to its base model
+        params = inspect.signature(getattr(inner, "get_base_model", lambda: inner)().forward).parameters
         _KEEP_ARG[cls] = next((n for n in ("logits_to_keep", "num_logits_to_keep") if n in params), None)
     lr = packed.response_width
     kwargs = {_KEEP_ARG[cls]: lr} if _KEEP_ARG[cls] else {}

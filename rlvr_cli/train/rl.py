@@ -61,6 +61,7 @@ from rlvr_cli.train.objective import (
 from rlvr_cli.train.packing import length_sorted_chunks, response_logprobs
 from rlvr_cli.train.parallel import full_state_dict, micro_batch_passes
 from rlvr_cli.train.progress import fmt
+from rlvr_cli.train.reference import AdapterDisabled, is_lora
 from rlvr_cli.train.rollout import collect_rollouts, sample_autocast
 from rlvr_cli.train.session import Session, open_session
 from rlvr_cli.train.step_stats import (
@@ -144,6 +145,8 @@ def _load_reference(session: Session, trainer_state: dict | None):
     r = session.recipe
     if not (r.kl.track or r.kl.in_loss or r.kl.in_reward):
         return None
+    if is_lora(session.model):  # the base weights: the policy with its adapter off (no second copy)
+        return AdapterDisabled(session.model)
     reference, _, _ = load_model(r.model.reference or r.model.name, session.device, r.model.dtype)
     if trainer_state and "reference_state" in trainer_state:
         reference.load_state_dict(trainer_state["reference_state"])

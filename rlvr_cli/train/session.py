@@ -22,6 +22,8 @@ from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train.optim import build_optimizer, build_scheduler
 from rlvr_cli.rundir import acquire as acquire_lock
 from rlvr_cli.train import parallel
+from rlvr_cli.models.adapter import AdapterCheckpoint
+from rlvr_cli.train.reference import is_lora, with_adapter
 from rlvr_cli.train.rundir import RunDir
 
 
@@ -169,7 +171,8 @@ class Session:
         if extra:
             trainer_state.update(extra)
         path = self.run.save_checkpoint(
-            step, self.model, self.tokenizer, trainer_state, keep_last=self.recipe.checkpoint.keep_last,
+            step, AdapterCheckpoint(self.model, self.recipe.model.name) if is_lora(self.model) else self.model,
+            self.tokenizer, trainer_state, keep_last=self.recipe.checkpoint.keep_last,
             state_dict=weights,
         )
         dist.barrier()  # no rank runs ahead of a checkpoint rank 0 is still writing
@@ -258,8 +261,13 @@ def open_session(
 
     device = resolve_device(device_name)
     _, autocast_dtype = weights_and_autocast(recipe.model.dtype, device)
-    model_ref = str(ckpt[1]) if ckpt else recipe.model.name
+    if recipe.model.autocast != "auto":
+        autocast_dtype = {"none": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[recipe.model.autocast]
+    lora = recipe.model.lora
+    model_ref = str(ckpt[1]) if ckpt and lora is None else recipe.model.name
     model, tokenizer, resolved = load_model(model_ref, device, recipe.model.dtype)
+    if lora is not None:
+        model = with_adapter(model, recipe, ckpt[1] if ckpt else None)
     model.train()  # SFT trains with the model's dropout; RL switches it off (see rl.train_rl)
     train_model = parallel.wrap_model(model, recipe.distributed, device)  # a bad setting fails before any write
 

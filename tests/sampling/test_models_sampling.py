@@ -343,7 +343,7 @@ def test_a_model_directory_without_tokenizer_files_says_which_are_missing(tiny_b
     model.mkdir()
     for name in ("config.json", "model.safetensors"):
         shutil.copy(Path(tiny_base) / name, model / name)
-    res = cli("sample", str(model), "--n", "1", "--num-prompts", "1", "--out", str(tmp_path / "s.jsonl"))
+    res = cli("sample", str(model), "--task", "arithmetic", "--n", "1", "--num-prompts", "1", "--out", str(tmp_path / "s.jsonl"))
     assert res.code == 2, res.stderr
     assert "no tokenizer files" in res.stderr and "tokenizer.json" in res.stderr and "config.json" in res.stderr
     assert "internal error" not in res.stderr
