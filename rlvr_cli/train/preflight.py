@@ -17,7 +17,7 @@ from pathlib import Path
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models import resolve_device
 from rlvr_cli.recipe.schema import Recipe
-from rlvr_cli.rundir import acquire as acquire_lock, release as release_lock
+from rlvr_cli.rundir import acquire as acquire_lock, release as release_lock, RECIPE, CHECKPOINTS_DIR
 from rlvr_cli.train.rundir import RunDir, disk_full, disk_full_message
 
 
@@ -30,16 +30,16 @@ def check_start(recipe: Recipe, run_dir: Path, resume: bool) -> None:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise UserError(f"--out {run_dir}: {ancestor} is a file, not a directory")
-    if resume and not (run_dir / "recipe.yaml").is_file():
+    if resume and not (run_dir / RECIPE).is_file():
         raise UserError(f"{run_dir}: no run to resume (no recipe.yaml there); drop --resume to start a new run")
-    if not resume and (run_dir / "recipe.yaml").is_file():
+    if not resume and (run_dir / RECIPE).is_file():
         raise UserError(f"{run_dir}: run directory already exists; pass --resume to continue it, or choose another --out")
     resolve_device(recipe.device)
 
 
 def _started(run: RunDir) -> bool:
     """Whether the run got anywhere worth keeping: a logged step, a checkpoint or a recorded end."""
-    return bool(run.read_metrics()) or (run.root / "checkpoints").is_dir() or run.read_status().get("status") not in (None, "running")
+    return bool(run.read_metrics()) or (run.root / CHECKPOINTS_DIR).is_dir() or run.read_status().get("status") not in (None, "running")
 
 
 def _missing_ancestors(path: Path) -> list[Path]:

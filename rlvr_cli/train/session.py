@@ -20,7 +20,7 @@ from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train.optim import build_optimizer, build_scheduler
-from rlvr_cli.rundir import acquire as acquire_lock
+from rlvr_cli.rundir import acquire as acquire_lock, RECIPE
 from rlvr_cli.train import parallel
 from rlvr_cli.models.adapter import AdapterCheckpoint
 from rlvr_cli.train.reference import is_lora, with_adapter
@@ -204,12 +204,12 @@ class _Resumed:
 
 def _resumed(run: RunDir, recipe: Recipe, resume: bool) -> _Resumed | None:
     """None for a new run; for an existing one (``--resume`` required) its checkpoint and the checked changes."""
-    if not (run.root / "recipe.yaml").is_file():
+    if not (run.root / RECIPE).is_file():
         return None
     if not resume:
         raise UserError(f"{run.root}: run directory already exists; pass --resume to continue it, or choose another --out")
     try:
-        saved = yaml.safe_load((run.root / "recipe.yaml").read_text(encoding="utf-8"))
+        saved = yaml.safe_load((run.root / RECIPE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise UserError(f"{run.root}/recipe.yaml: cannot read the run's saved recipe ({e}); choose another --out") from None
     if not isinstance(saved, dict):
@@ -251,7 +251,7 @@ def open_session(
     parallel.check_settings(recipe)
     device_name = dist.init_from_env(recipe.distributed, recipe.device)
     run = RunDir(out, writer=dist.is_main())
-    if resume and not (run.root / "recipe.yaml").is_file():
+    if resume and not (run.root / RECIPE).is_file():
         raise UserError(f"{run.root}: no run to resume (no recipe.yaml there); drop --resume to start a new run")
     if dist.is_main():  # one lock per run: the rank that writes holds it (see rlvr_cli/rundir.py)
         acquire_lock(run.root, owner=run)
