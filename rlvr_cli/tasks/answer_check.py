@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import random
 
-from rlvr_cli.errors import UserError
 from rlvr_cli.recipe.schema import AnswerCheckTaskSpec
-from rlvr_cli.tasks.arithmetic import column_totals
+from rlvr_cli.tasks.arithmetic import column_totals, held_out_pairs
 from rlvr_cli.tasks.base import Problem, stable_hash
 
 ANSWER_SIGN = "####"
@@ -50,21 +49,7 @@ class AnswerCheckTask:
 
     def __init__(self, spec: AnswerCheckTaskSpec | None = None):
         self.spec = spec or AnswerCheckTaskSpec()
-        d = self.spec.digits
-        if self.spec.num_eval * 2 > 10 ** (2 * d):
-            raise UserError(
-                f"task.num_eval: {self.spec.num_eval} held-out prompts leave too few training prompts "
-                f"for {d}-digit addition ({10 ** (2 * d)} prompts in all)"
-            )
-        rng = random.Random(self.spec.split_seed)
-        pairs: list[tuple[int, int]] = []
-        seen: set[tuple[int, int]] = set()
-        while len(pairs) < self.spec.num_eval:
-            pair = (rng.randrange(10**d), rng.randrange(10**d))
-            if pair not in seen:
-                seen.add(pair)
-                pairs.append(pair)
-        self._eval_pairs, self._eval_set = pairs, seen
+        self._eval_pairs, self._eval_set = held_out_pairs(self.spec.digits, self.spec.num_eval, self.spec.split_seed)
 
     # --- prompts ---------------------------------------------------------------------------------
     def problem(self, a: int, b: int) -> Problem:

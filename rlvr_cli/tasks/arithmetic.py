@@ -54,6 +54,26 @@ def column_totals(a: int, b: int, digits: int, error_col: int | None = None, del
     return totals, answer
 
 
+
+def held_out_pairs(digits: int, num_eval: int, split_seed: int) -> tuple[list[tuple[int, int]], set[tuple[int, int]]]:
+    """The held-out (a, b) pairs of ``digits``-digit addition, drawn once from ``split_seed`` (in draw
+    order, and as a set); refuses a split that would leave fewer training prompts than held-out ones."""
+    space = 10 ** (2 * digits)
+    if num_eval * 2 > space:
+        raise UserError(
+            f"task.num_eval: {num_eval} held-out prompts leave too few training prompts "
+            f"for {digits}-digit addition ({space} prompts in all)"
+        )
+    rng = random.Random(split_seed)
+    pairs: list[tuple[int, int]] = []
+    seen: set[tuple[int, int]] = set()
+    while len(pairs) < num_eval:
+        pair = (rng.randrange(10**digits), rng.randrange(10**digits))
+        if pair not in seen:
+            seen.add(pair)
+            pairs.append(pair)
+    return pairs, seen
+
 class ArithmeticTask:
     name = "arithmetic"
     verifier = "integer"
@@ -65,21 +85,7 @@ class ArithmeticTask:
         self.answer_marker = MARKER if self.spec.prompt_template is None else ""
         d = self.spec.digits
         self._space = 10 ** (2 * d)
-        if self.spec.num_eval * 2 > self._space:
-            raise UserError(
-                f"task.num_eval: {self.spec.num_eval} held-out prompts leave too few training prompts "
-                f"for {d}-digit addition ({self._space} prompts in all)"
-            )
-        rng = random.Random(self.spec.split_seed)
-        pairs: list[tuple[int, int]] = []
-        seen: set[tuple[int, int]] = set()
-        while len(pairs) < self.spec.num_eval:
-            pair = (rng.randrange(10**d), rng.randrange(10**d))
-            if pair not in seen:
-                seen.add(pair)
-                pairs.append(pair)
-        self._eval_pairs = pairs
-        self._eval_set = seen
+        self._eval_pairs, self._eval_set = held_out_pairs(d, self.spec.num_eval, self.spec.split_seed)
         st = self.spec.styles
         self._styles = ("direct", "terse", "verbose")
         self._style_weights = (st.direct, st.terse, st.verbose)

@@ -17,29 +17,13 @@ from rlvr_cli.recipe.load import load_recipe  # noqa: E402
 from rlvr_cli.train.rl import train_rl  # noqa: E402
 from rlvr_cli.train.rundir import RunDir  # noqa: E402
 
+from conftest import write_word_llama  # noqa: E402  (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory):
     """A 1-layer Llama with a word-level vocabulary, saved as a local model, and a JSONL addition task."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    root = tmp_path_factory.mktemp("llama")
-    vocab = {str(i): i for i in range(20)} | {"What": 20, "is": 21, "plus": 22, "?": 23, " ": 24, "\n": 25,
-                                              "[UNK]": 26, "[EOS]": 27, "[PAD]": 28}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"\d+|\w+|\s|[^\w\s]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="[EOS]", pad_token="[PAD]", unk_token="[UNK]")
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=2, eos_token_id=27, pad_token_id=28)
-    torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(root / "model")
-    tok.save_pretrained(root / "model")
-    data = root / "data.jsonl"
-    data.write_text("".join(json.dumps({"q": f"What is {a} plus {b}?", "a": str(a + b)}) + "\n"
-                            for a in range(10) for b in range(10)))
-    return root
+    return write_word_llama(tmp_path_factory.mktemp("llama"))
 
 
 def lora_recipe(root, *sets, name="grpo"):

@@ -19,7 +19,7 @@ from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.rundir import RunDir
 from rlvr_cli.train.sft import train_sft
 
-from conftest import tiny_run  # tests/conftest.py: the shared tiny-run overrides
+from conftest import tiny_run, write_word_llama  # tests/conftest.py: shared tiny-run overrides and models
 
 TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s", "sample_s"}
 SMALL = tiny_run("rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40", "eval.n=4",
@@ -326,23 +326,8 @@ def test_reference_reset_and_resume_across_it(tiny_base, tmp_path, monkeypatch):
 def test_a_local_model_with_another_tokenizer(tmp_path):
     """Nothing assumes the built-in tokenizer: a Llama from a config with a word-level vocabulary whose
     special ids differ, saved to a directory and loaded by path, on a dataset task from a JSONL file."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    vocab = {str(i): i for i in range(20)} | {"What": 20, "is": 21, "plus": 22, "?": 23, " ": 24, "\n": 25,
-                                              "[UNK]": 26, "[EOS]": 27, "[PAD]": 28}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"\d+|\w+|\s|[^\w\s]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="[EOS]", pad_token="[PAD]", unk_token="[UNK]")
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=2, eos_token_id=27, pad_token_id=28)
-    torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(tmp_path / "model")
-    tok.save_pretrained(tmp_path / "model")
+    write_word_llama(tmp_path)
     data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"q": f"What is {a} plus {b}?", "a": str(a + b)}) + "\n"
-                            for a in range(10) for b in range(10)))
     r = load_recipe("grpo", [
         f"model.name={tmp_path / 'model'}", "task.name=dataset", f"task.path={data}", "task.question_field=q",
         "task.answer_field=a", "task.verifier=integer", "task.eval_fraction=0.2", 'task.prompt_template="{q}\\n"',
