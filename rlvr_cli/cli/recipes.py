@@ -65,6 +65,8 @@ def validate(
 
     Example: rlvr recipes validate recipes/*.yaml
     """
+    from rlvr_cli.models.notes import model_notes
+
     problems: list[str] = []
     for f in files:
         try:
@@ -73,7 +75,7 @@ def validate(
             problems.extend(e.problems)
             continue
         console.print(f"[green]ok[/green] {f}", highlight=False)
-        for note in r.notes():
+        for note in r.notes() + model_notes(r):
             console.print(f"   note: {note}", highlight=False, style="dim")
     if problems:
         raise UserError(problems)

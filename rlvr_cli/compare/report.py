@@ -11,7 +11,7 @@ from rlvr_cli.compare.diagnose import Verdict, diagnose
 from rlvr_cli.compare.load import Skipped, load_runs
 from rlvr_cli.compare.plot import make_figure, save_figure
 from rlvr_cli.compare.provenance import run_provenance
-from rlvr_cli.compare.summary import build_summary, render_markdown
+from rlvr_cli.compare.summary import AgainstControl, build_summary, render_markdown
 from rlvr_cli.compare.variants import Variant, differing_axes, flatten, group_variants, short_names
 from rlvr_cli.errors import UserError
 from rlvr_cli.io import atomic_write_json, atomic_write_text
@@ -78,14 +78,12 @@ def compare_runs(
         variants,
         verdicts,
         skipped,
-        axes=differing_axes(variants),
         settings={"smooth": smooth, "band": band, "label_by": label_by, "control": base.label,
                   "resamples": n_resamples},
         warnings=comparability_warnings(variants),
         figures=[f.name for f in files],
         out_dir=str(out),
-        against=against,
-        provenance=provenance,
+        control=AgainstControl(against, provenance),
     )
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", render_markdown(summary))

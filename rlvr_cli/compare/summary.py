@@ -52,12 +52,13 @@ from __future__ import annotations
 import datetime as _dt
 import inspect
 import math
+from dataclasses import dataclass, field
 
 from rlvr_cli.compare import diagnose as dg
 from rlvr_cli.compare import provenance as pv
 from rlvr_cli.compare.run import Run, Skipped
 from rlvr_cli.compare.series import spread, tail_level
-from rlvr_cli.compare.variants import Variant, format_value
+from rlvr_cli.compare.variants import Variant, differing_axes, format_value
 
 FINAL_STEPS = 10
 """Training metrics are reported as the median of the last 10 logged steps."""
@@ -116,22 +117,30 @@ def variant_k(v: Variant) -> int | None:
     return max(common) if common else None
 
 
+@dataclass(frozen=True)
+class AgainstControl:
+    """What the comparison measured against its control arm: ``result`` is
+    :func:`rlvr_cli.compare.against.compare_to_control`'s result, ``provenance`` each run's base weights
+    and code revision, keyed by run path."""
+
+    result: dict | None = None
+    provenance: dict[str, dict] = field(default_factory=dict)
+
+
 def build_summary(
     variants: list[Variant],
     verdicts: dict[str, dict[str, dg.Verdict]],
     skipped: list[Skipped],
-    axes: list[str],
     settings: dict,
     warnings: list[str],
     figures: list[str],
     out_dir: str,
-    against: dict | None = None,
-    provenance: dict[str, dict] | None = None,
+    control: AgainstControl | None = None,
 ) -> dict:
-    """The summary.json object (schema in the module docstring); ``verdicts`` and ``provenance`` are
-    keyed by run path, ``against`` is :func:`rlvr_cli.compare.against.compare_to_control`'s result."""
+    """The summary.json object (schema in the module docstring); ``verdicts`` are keyed by run path."""
     out_variants, out_runs = [], []
-    provenance = provenance or {}
+    control = control or AgainstControl()
+    against, provenance, axes = control.result, control.provenance, differing_axes(variants)
     for v in variants:
         k = variant_k(v)
         finals = [run_finals(r, k) for r in v.runs]

@@ -800,11 +800,6 @@ class DistributedSpec(Strict):
     """Seconds a collective waits for the other ranks: a rank that died or hangs makes the others fail within it."""
 
 
-PRETRAINED_MAX_LR = {"full": 1e-5, "lora": 1e-3}
-"""Learning rates above which a pretrained model (any `model.name` but `builtin:*`) is likely wrecked
-within a few steps: full fine-tuning at 1e-4 collapsed SmolLM2-135M-Instruct in 4 steps (ratios
-0.002-11, entropy 1.09 -> 0.07); an adapter's update is scaled down by its rank, so LoRA tolerates more."""
-
 
 # --- the recipe ----------------------------------------------------------------------------------
 class Recipe(Strict):
@@ -1018,37 +1013,10 @@ class Recipe(Strict):
             out.append("advantage.scale mean with baseline leave_one_out is G/(G-1) times MaxRL (a rescale).")
         if self.kl.placement == "none" and self.kl.ref_reset_every:
             out.append("kl.ref_reset_every has no effect on the objective when kl.placement is none.")
-        out += self._pretrained_notes()
         if self.loss.ratio == "sequence" and self.loss.aggregation != "seq_mean_token_mean":
             out.append(
                 "loss.ratio = sequence (GSPO) with a token-weighted aggregation: GSPO's objective is a "
                 "mean over sequences (seq_mean_token_mean)."
-            )
-        return out
-
-
-    def _pretrained_notes(self) -> list[str]:
-        """A learning rate far above what a pretrained model survives; bf16 requested on a CPU without bf16 units."""
-        out = []
-        kind = "full" if self.model.lora is None else "lora"
-        most = PRETRAINED_MAX_LR[kind]
-        from rlvr_cli.models.builtin import is_builtin_model
-
-        if self.optim.lr > most and not is_builtin_model(self.model.name):
-            what = "full fine-tuning" if kind == "full" else "a LoRA adapter"
-            out.append(
-                f"optim.lr {self.optim.lr:g} with {what} of a pretrained model ({self.model.name}): above {most:g} "
-                "it is likely wrecked within a few steps (at 1e-4, full fine-tuning collapsed SmolLM2-135M in 4 "
-                "steps: entropy 1.09 -> 0.07); fine for a deliberate collapse experiment."
-            )
-        from rlvr_cli.models.precision import slow_bf16_on_cpu
-
-        bf16 = [f for f, v in (("rollout.sample_autocast", self.rollout.sample_autocast),
-                               ("model.dtype", self.model.dtype), ("model.autocast", self.model.autocast)) if v == "bfloat16"]
-        if bf16 and self.device in ("cpu", "auto") and slow_bf16_on_cpu():
-            out.append(
-                f"{' and '.join(bf16)} bfloat16 on a CPU without avx512_bf16 / amx_bf16: bf16 matrix products "
-                "are emulated there and run slower than float32 (sampling measured 3.2x slower on such a CPU)."
             )
         return out
 

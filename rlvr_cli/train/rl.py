@@ -49,6 +49,7 @@ from rlvr_cli.console import console
 from rlvr_cli.keyed_random import stream_key
 from rlvr_cli.metrics import step_row
 from rlvr_cli.models import load_model
+from rlvr_cli.models.notes import model_notes
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import Scorer
 from rlvr_cli.tasks import build_task
@@ -100,7 +101,7 @@ def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
     reference = _load_reference(session, trainer_state)
     source = old_logprob_source(recipe, session)
     session.run.write_status("running", old_logprobs=source, reference_loaded=reference is not None)
-    for note in recipe.notes() if dist.is_main() else []:
+    for note in recipe.notes() + model_notes(recipe) if dist.is_main() else []:
         console.print(f"note: {note}", style="dim", highlight=False)
     last: dict = {}
 

@@ -7,12 +7,13 @@ import pytest
 
 import rlvr_cli.models.precision as precision
 from rlvr_cli.errors import UserError
+from rlvr_cli.models.notes import model_notes
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.tasks import default_task
 
 
 def lr_notes(*sets):
-    return [n for n in load_recipe("dr_grpo", list(sets)).notes() if n.startswith("optim.lr")]
+    return [n for n in model_notes(load_recipe("dr_grpo", list(sets))) if n.startswith("optim.lr")]
 
 
 def test_learning_rate_note_for_a_pretrained_model():
@@ -31,7 +32,7 @@ def test_learning_rate_note_for_a_pretrained_model():
 def test_bf16_note_only_on_a_cpu_without_bf16_units(monkeypatch):
     def notes(slow, *sets):
         monkeypatch.setattr(precision, "slow_bf16_on_cpu", lambda: slow)
-        return [n for n in load_recipe("dr_grpo", ["device=cpu", *sets]).notes() if "avx512_bf16" in n]
+        return [n for n in model_notes(load_recipe("dr_grpo", ["device=cpu", *sets])) if "avx512_bf16" in n]
 
     assert len(notes(True, "rollout.sample_autocast=bfloat16")) == 1
     assert "model.dtype" in notes(True, "model.dtype=bfloat16")[0]
@@ -59,8 +60,8 @@ def test_smollm2_preset():
     assert r.model.name == "smollm2-135m-instruct" and r.model.lora.rank == 16
     assert (r.task.digits, r.task.chat_template, r.rollout.temperature, r.eval.temperature) == (1, True, 0.7, 0.7)
     assert r.reward.extract[-1] == "last_number" and r.checkpoint.keep_last == 2
-    assert not [n for n in r.notes() if n.startswith("optim.lr")]
-    assert [n for n in load_recipe("smollm2_dr_grpo", ["model.lora=null"]).notes() if n.startswith("optim.lr")]
+    assert not [n for n in model_notes(r) if n.startswith("optim.lr")]
+    assert [n for n in model_notes(load_recipe("smollm2_dr_grpo", ["model.lora=null"])) if n.startswith("optim.lr")]
 
 
 def test_no_silent_arithmetic_for_other_models(tmp_path, cli):
