@@ -4,7 +4,8 @@ Each test starts torchrun once and trains its runs one after the other in one pr
 (tests/dist/train_many.py), against the same runs on one process. Sampled tokens, rewards, counts and
 lengths are equal exactly (keyed draws); continuous metrics.jsonl fields agree to 1e-5 relative plus
 1e-6 absolute (KL and the loss are differences of nearly equal numbers: at step 1 the KL is ~1e-13;
-the ratio extremes, one token's ratio each, to 1e-4: 1.2e-5 was measured once),
+the ratio extremes, one token's ratio each, to 1e-4: 1.2e-5 was measured once; the gradient norm and
+the mean KLs, functions of every parameter after k updates, to 5e-5: WHOLE_MODEL),
 the eval files likewise, and the final parameters to 1e-5 absolute.
 
 Why ``optim.adam_eps=1e-3`` here: Adam's first updates are about lr * sign(g), so a parameter whose
@@ -84,11 +85,18 @@ log-softmax, not of a mean, and a rank's batch (its own prefill of fewer prompts
 differently; 1e-4 (measured up to 2e-5)."""
 
 
+WHOLE_MODEL = {"grad_norm", "kl_mean", "kl_seq_mean"}
+"""Functions of every parameter after k updates: the all-reduced gradient rounds differently from one
+process's sum (~1e-7 per element), Adam carries that into the weights, and it grows with the steps.
+5e-5 relative (measured up to 1.6e-5 for grad_norm at step 2 and 2.0e-5 for kl_seq_mean at step 10 on
+an AMD EPYC; within 1e-5 on the machines before it)."""
+
+
 def assert_close(a, b, where: str = "", rel: float = 1e-5) -> None:
     if isinstance(a, dict):
         assert isinstance(b, dict) and set(a) == set(b), f"{where}: keys {set(a) ^ set(b)}"
         for k in a:
-            assert_close(a[k], b[k], f"{where}.{k}", 1e-4 if k in EXTREMES else rel)
+            assert_close(a[k], b[k], f"{where}.{k}", 1e-4 if k in EXTREMES else 5e-5 if k in WHOLE_MODEL else rel)
     elif isinstance(a, list):
         assert isinstance(b, list) and len(a) == len(b), f"{where}: lengths"
         for i, (x, y) in enumerate(zip(a, b)):
