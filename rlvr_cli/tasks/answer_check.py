@@ -32,8 +32,8 @@ from __future__ import annotations
 import random
 
 from rlvr_cli.recipe.schema import AnswerCheckTaskSpec
-from rlvr_cli.tasks.arithmetic import column_totals, held_out_pairs
-from rlvr_cli.tasks.base import Problem, stable_hash
+from rlvr_cli.tasks.arithmetic import column_totals, held_out_pairs, shifted_wrong_sum, training_pairs
+from rlvr_cli.tasks.base import Problem
 
 ANSWER_SIGN = "####"
 """Precedes the answer (GSM8K's sign: the `integer` verifier's `gsm8k` extraction reads the line after it)."""
@@ -60,18 +60,10 @@ class AnswerCheckTask:
         return [self.problem(a, b) for a, b in self._eval_pairs]
 
     def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
-        d, out = self.spec.digits, []
-        while len(out) < n:
-            pair = (rng.randrange(10**d), rng.randrange(10**d))
-            if pair not in self._eval_set:
-                out.append(self.problem(*pair))
-        return out
+        return [self.problem(a, b) for a, b in training_pairs(rng, self.spec.digits, self._eval_set, n)]
 
     def incorrect_reference(self, problem: Problem) -> str:
-        """A fixed wrong sum: the true one shifted by a nonzero amount chosen from the prompt's hash."""
-        h = stable_hash("incorrect:" + problem.id)
-        delta, gold = 1 + h % 9, int(problem.reference)
-        return str(gold + delta if (h >> 8) % 2 or gold - delta < 0 else gold - delta)
+        return shifted_wrong_sum(problem)
 
     # --- reading responses -----------------------------------------------------------------------
     def filler_words(self, response: str) -> int:

@@ -74,6 +74,23 @@ def held_out_pairs(digits: int, num_eval: int, split_seed: int) -> tuple[list[tu
             pairs.append(pair)
     return pairs, seen
 
+
+def training_pairs(rng: random.Random, digits: int, held_out: set[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """``n`` (a, b) pairs of ``digits``-digit addition drawn from ``rng``, none of them held out."""
+    out: list[tuple[int, int]] = []
+    while len(out) < n:
+        pair = (rng.randrange(10**digits), rng.randrange(10**digits))
+        if pair not in held_out:
+            out.append(pair)
+    return out
+
+
+def shifted_wrong_sum(problem: Problem) -> str:
+    """A fixed wrong sum: the true one shifted by a nonzero amount chosen from the prompt's hash."""
+    h = stable_hash("incorrect:" + problem.id)
+    delta, gold = 1 + h % 9, int(problem.reference)
+    return str(gold + delta if (h >> 8) % 2 or gold - delta < 0 else gold - delta)
+
 class ArithmeticTask:
     name = "arithmetic"
     verifier = "integer"
@@ -101,20 +118,10 @@ class ArithmeticTask:
         return [self.problem(a, b) for a, b in self._eval_pairs]
 
     def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
-        d = self.spec.digits
-        out = []
-        while len(out) < n:
-            pair = (rng.randrange(10**d), rng.randrange(10**d))
-            if pair not in self._eval_set:
-                out.append(self.problem(*pair))
-        return out
+        return [self.problem(a, b) for a, b in training_pairs(rng, self.spec.digits, self._eval_set, n)]
 
     def incorrect_reference(self, problem: Problem) -> str:
-        """A fixed wrong sum: the true one shifted by a nonzero amount chosen from the prompt's hash."""
-        h = stable_hash("incorrect:" + problem.id)
-        delta = 1 + h % 9
-        gold = int(problem.reference)
-        return str(gold + delta if (h >> 8) % 2 or gold - delta < 0 else gold - delta)
+        return shifted_wrong_sum(problem)
 
     def _filler_length(self, rng: random.Random) -> int:
         """Filler words of a rambling trace: uniform 1..ramble_max, or geometric with the same mean
