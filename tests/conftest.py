@@ -116,3 +116,19 @@ def write_word_llama(root):
     (root / "data.jsonl").write_text("".join(json.dumps({"q": f"What is {a} plus {b}?", "a": str(a + b)}) + "\n"
                                              for a in range(10) for b in range(10)))
     return root
+
+
+def interrupted_at_step(monkeypatch, step: int):
+    """Make the trainer's step ``step`` raise KeyboardInterrupt (Ctrl-C) until the returned function is
+    called, which puts the real step back: the run stops as a user would stop it."""
+    import rlvr_cli.train.rl as rl
+
+    real = rl._train_step
+
+    def killed(session, task, scorer, reference, source, s):
+        if s == step:
+            raise KeyboardInterrupt
+        return real(session, task, scorer, reference, source, s)
+
+    monkeypatch.setattr(rl, "_train_step", killed)
+    return lambda: monkeypatch.setattr(rl, "_train_step", real)

@@ -17,7 +17,7 @@ from rlvr_cli.recipe.load import load_recipe  # noqa: E402
 from rlvr_cli.train.rl import train_rl  # noqa: E402
 from rlvr_cli.train.rundir import RunDir  # noqa: E402
 
-from conftest import write_word_llama  # noqa: E402  (tests/conftest.py)
+from conftest import interrupted_at_step, write_word_llama  # noqa: E402  (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -75,19 +75,10 @@ def test_lora_resume_equals_uninterrupted(tiny_llama, tmp_path, monkeypatch):
     train_rl(r, tmp_path / "b")
     assert metrics(tmp_path / "a") == metrics(tmp_path / "b")  # the adapter's initialisation is seeded
 
-    import rlvr_cli.train.rl as rl
-
-    real = rl._train_step
-
-    def killed_at_step_3(session, task, scorer, reference, source, step):
-        if step == 3:
-            raise KeyboardInterrupt
-        return real(session, task, scorer, reference, source, step)
-
-    monkeypatch.setattr(rl, "_train_step", killed_at_step_3)
+    restore = interrupted_at_step(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         train_rl(r, tmp_path / "c")
-    monkeypatch.setattr(rl, "_train_step", real)
+    restore()
     train_rl(r, tmp_path / "c", resume=True)
     assert metrics(tmp_path / "c") == metrics(tmp_path / "a")
 

@@ -25,6 +25,8 @@ from rlvr_cli.train.objective import SURROGATES, EntropyControl, LossInputs, pol
 from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.rundir import RunDir
 
+from conftest import interrupted_at_step  # tests/conftest.py
+
 SMALL = ["rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40", "eval.n=4",
          "eval.num_prompts=8", "eval.every=0", "eval.at_start=false", "checkpoint.every=0", "steps=1"]
 TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s", "sample_s"}
@@ -183,19 +185,10 @@ def test_adaptive_entropy_acts_and_its_state_survives_a_resume(tiny_base, tmp_pa
     rows = [{k: v for k, v in row.items() if k not in TIMING} for row in RunDir(tmp_path / "a").read_metrics()]
     assert [row["entropy_coef_state"] for row in rows] == pytest.approx([0.02, 0.04, 0.06, 0.08])
     assert [row["entropy_coef"] for row in rows] == pytest.approx([0.005, 0.025, 0.045, 0.065])  # mean of the 2 alphas (c before each update; 0 on the first)
-    import rlvr_cli.train.rl as rl
-
-    real = rl._train_step
-
-    def killed_at_step_4(session, task, scorer, reference, source, step):
-        if step == 4:
-            raise KeyboardInterrupt
-        return real(session, task, scorer, reference, source, step)
-
-    monkeypatch.setattr(rl, "_train_step", killed_at_step_4)
+    restore = interrupted_at_step(monkeypatch, 4)
     with pytest.raises(KeyboardInterrupt):
         train_rl(r, tmp_path / "c")
-    monkeypatch.setattr(rl, "_train_step", real)
+    restore()
     train_rl(r, tmp_path / "c", resume=True)  # from the step-2 checkpoint: steps 3 and 4 again
     resumed = [{k: v for k, v in row.items() if k not in TIMING} for row in RunDir(tmp_path / "c").read_metrics()]
     assert resumed == rows

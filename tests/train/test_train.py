@@ -19,7 +19,7 @@ from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.rundir import RunDir
 from rlvr_cli.train.sft import train_sft
 
-from conftest import tiny_run, write_word_llama  # tests/conftest.py: shared tiny-run overrides and models
+from conftest import interrupted_at_step, tiny_run, write_word_llama  # tests/conftest.py: shared tiny-run overrides and models
 
 TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s", "sample_s"}
 SMALL = tiny_run("rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40", "eval.n=4",
@@ -86,21 +86,12 @@ def test_same_seed_same_metrics_and_resume_equals_uninterrupted(tiny_base, tmp_p
     train_rl(r, tmp_path / "b")
     assert metrics(tmp_path / "a") == metrics(tmp_path / "b")
 
-    import rlvr_cli.train.rl as rl
-
-    real = rl._train_step
-
-    def killed_at_step_4(session, task, scorer, reference, source, step):
-        if step == 4:
-            raise KeyboardInterrupt
-        return real(session, task, scorer, reference, source, step)
-
-    monkeypatch.setattr(rl, "_train_step", killed_at_step_4)
+    restore = interrupted_at_step(monkeypatch, 4)
     with pytest.raises(KeyboardInterrupt):
         train_rl(r, tmp_path / "c")
     assert json.loads((tmp_path / "c" / "run.json").read_text())["status"] == "interrupted"
     assert len(metrics(tmp_path / "c")) == 3  # step 3 was logged, but the last checkpoint is step 2
-    monkeypatch.setattr(rl, "_train_step", real)
+    restore()
     with pytest.raises(UserError, match="--resume"):
         train_rl(r, tmp_path / "c")
     train_rl(r, tmp_path / "c", resume=True)
