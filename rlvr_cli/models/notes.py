@@ -24,14 +24,13 @@ def model_notes(recipe: Recipe) -> list[str]:
         what = "full fine-tuning" if kind == "full" else "a LoRA adapter"
         out.append(
             f"optim.lr {recipe.optim.lr:g} with {what} of a pretrained model ({recipe.model.name}): above {most:g} "
-            "it is likely wrecked within a few steps (at 1e-4, full fine-tuning collapsed SmolLM2-135M in 4 "
-            "steps: entropy 1.09 -> 0.07); fine for a deliberate collapse experiment."
+            "it is likely wrecked within a few steps (docs/real.md); fine for a deliberate collapse experiment."
         )
     bf16 = [f for f, v in (("rollout.sample_autocast", recipe.rollout.sample_autocast),
                            ("model.dtype", recipe.model.dtype), ("model.autocast", recipe.model.autocast)) if v == "bfloat16"]
     if bf16 and recipe.device in ("cpu", "auto") and precision.slow_bf16_on_cpu():
         out.append(
             f"{' and '.join(bf16)} bfloat16 on a CPU without avx512_bf16 / amx_bf16: bf16 matrix products "
-            "are emulated there and run slower than float32 (sampling measured 3.2x slower on such a CPU)."
+            "are emulated there and run slower than float32 (docs/real.md)."
         )
     return out
