@@ -77,6 +77,10 @@ def _objective(r, w: Warnings) -> dict:
         "mask_truncated_completions": r.overlong.mask_truncated,
         "beta": kl.beta if kl.in_loss else 0.0,
     }
+    if r.reward.combination == "decoupled":
+        out["multi_objective_aggregation"] = "normalize_then_sum"
+        w.add("reward.combination", "TRL normalises each reward *function* (GDPO): pass one function per reward term with "
+              "reward_weights; rlvr's trl_reward.RlvrReward returns the weighted sum, one function. TRL's per-term eps is 1e-4")
     if lo.entropy_coef:
         out["entropy_coef"] = lo.entropy_coef  # a GRPOConfig field since TRL 1.x; left out at 0 for older TRL
     out.update(_policy_objective(r, w))

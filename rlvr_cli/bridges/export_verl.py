@@ -54,6 +54,11 @@ def _advantage(r, w: Warnings) -> dict:
         w.add("advantage.scale", "verl has no MaxRL advantage (the authors' fork github.com/tajwarfahim/maxrl adds adv_estimator=maxrl); exported grpo without the std")
     if a.scale == "group_std" and a.eps != VERL_STD_EPS:
         w.add("advantage.eps", f"verl adds {VERL_STD_EPS:g} to the std (not configurable), rlvr {a.eps:g}")
+    if r.reward.combination == "decoupled":
+        out["algorithm.adv_estimator"] = "gdpo"
+        w.add("reward.combination", "verl's gdpo reads each term from the reward manager's extra info "
+              "(algorithm.gdpo_reward_keys / gdpo_reward_weights), which rlvr's verl_reward does not emit; and its batch "
+              "step whitens over tokens (a long response weighs more), rlvr's over sequences")
     return out
 
 

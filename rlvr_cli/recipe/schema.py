@@ -687,6 +687,8 @@ class RewardSpec(Strict):
     code: CodeSpec = Field(default_factory=CodeSpec)
     length_control: LengthControlSpec | None = None
     """Length controls on the reward (null = off): brevity bonus, group length penalty, wrong-answer offset."""
+    combination: Literal["sum", "decoupled"] = "sum"
+    """How the terms become one advantage. `sum`: r_i = sum_k weight_k term_k(o_i), then the advantage (GRPO); `decoupled` (GDPO, arXiv 2601.05242, rlvr_cli/algo/reward_combination.py): each term normalised within its group (mean, std), the weighted sum divided by its batch std; overlong.soft_punish is one more term of weight 1."""
 
     @model_validator(mode="after")
     def _distinct_extract(self):
@@ -855,6 +857,7 @@ class Recipe(Strict):
         self._check_passk()
         self._check_mean_scale()
         self._check_length_control()
+        self._check_combination()
         if self.rollout.is_correction.mode != "none" and self.rollout.old_logprobs == "sampler":
             raise ValueError(
                 "rollout.is_correction needs the trainer's recomputed log-probs beside the sampler's: "
@@ -917,6 +920,22 @@ class Recipe(Strict):
                 "advantage.scale `mean` (MaxRL) divides by the success rate: needs a binary reward (one verifier term "
                 "of weight 1, no overlong.soft_punish, no reward.length_control, kl.placement not reward)"
             )
+
+    def _check_combination(self):
+        """GDPO normalises each term by its group's mean and std; anything that makes that inert or undefined is refused."""
+        if self.reward.combination != "decoupled":
+            return
+        if len(self.reward.terms) < 2:
+            raise ValueError("reward.combination decoupled needs at least two reward.terms (with one it is GRPO "
+                             "followed by a batch-std rescale, not GDPO)")
+        a = self.advantage
+        if a.baseline != "group_mean" or a.scale != "group_std":
+            raise ValueError("reward.combination decoupled normalises each term by its group mean and std (GDPO): "
+                             "advantage.baseline must be group_mean and advantage.scale group_std (without the std, "
+                             "decoupling equals the centred sum)")
+        if a.passk is not None or self.reward.length_control is not None or self.kl.placement == "reward":
+            raise ValueError("reward.combination decoupled normalises each reward term on its own: it cannot be "
+                             "combined with advantage.passk, reward.length_control or kl.placement = reward")
 
     def _check_length_control(self):
         """Refuses length controls that cannot act: c_i = r_i > 0 needs one verifier term of positive weight; pass@k

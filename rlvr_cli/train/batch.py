@@ -27,6 +27,8 @@ class Batch:
     sampler_logprobs: list[list[float]]
     rewards: torch.Tensor
     """(B,) raw reward, before shaping."""
+    term_values: torch.Tensor
+    """(B, K) each reward term before weighting (K = len(reward.terms))."""
     truncated: torch.Tensor
     """(B,) bool: the response hit max_new_tokens (finish reason `length`)."""
     mask: torch.Tensor
@@ -66,6 +68,8 @@ class Batch:
             response_ids=response_ids,
             sampler_logprobs=[lp for grp in mine for lp in grp.logprobs],
             rewards=torch.tensor([x for grp in mine for x in grp.rewards], dtype=torch.float32, device=device),
+            term_values=torch.tensor([v for grp in mine for v in grp.term_values], dtype=torch.float32,
+                                     device=device).reshape(len(response_ids), -1),
             truncated=torch.tensor([f == "length" for grp in mine for f in grp.finish_reasons], device=device),
             mask=pack(prompt_ids, response_ids, pad_id, device).response_mask if mine
             else torch.zeros(0, 1, device=device),  # a rank with no group of this step's batch

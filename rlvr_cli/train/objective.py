@@ -30,6 +30,7 @@ from rlvr_cli.algo.length_control import length_controlled_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.algo.passk import pass_at_k
 from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
+from rlvr_cli.algo.reward_combination import decoupled_group_advantages
 from rlvr_cli.algo.objectives import ObjectiveOut, cispo_surrogate, gmpo_surrogate, sapo_surrogate
 from rlvr_cli.algo.policy_loss import RATIOS, SurrogateOut, clipped_surrogate, token_log_ratio
 from rlvr_cli.algo.trust_region import dppo_surrogate
@@ -52,14 +53,34 @@ def shape_rewards(recipe: Recipe, rewards, response_lengths, old_logp, ref_logp,
     return shaped
 
 
-def step_advantages(recipe: Recipe, shaped: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float | None]:
+def decoupled_terms(recipe: Recipe, term_values, response_lengths) -> tuple[torch.Tensor, list[float]] | None:
+    """GDPO's reward terms: the (B, K') values each normalised on its own and their weights; None unless
+    ``reward.combination`` is `decoupled`. The K recipe terms (before weighting), plus DAPO's soft overlong
+    penalty as one more term of weight 1 when it is on (as in TRL, where it is a reward function)."""
+    if recipe.reward.combination != "decoupled":
+        return None
+    weights = [t.weight for t in recipe.reward.terms]
+    sp = recipe.overlong.soft_punish
+    if sp is None:
+        return term_values, weights
+    penalty = soft_overlong_penalty(response_lengths, recipe.rollout.max_new_tokens, sp.buffer, sp.factor)
+    return torch.cat([term_values, penalty.unsqueeze(1).to(term_values.dtype)], dim=1), [*weights, 1.0]
+
+
+def step_advantages(recipe: Recipe, shaped: torch.Tensor, terms: tuple[torch.Tensor, list[float]] | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor, float | None]:
     """Advantages (P, G) from the shaped rewards (P, G); also the rewards whose spread is logged (the
     transformed ones under pass@k) and the batch's mean pass@k estimate (None without pass@k).
 
     pass@k (binary rewards, guaranteed by the schema): PKPO transforms the rewards, then the recipe's
-    baseline and scale apply; the analytic pass@k advantage replaces both.
+    baseline and scale apply; the analytic pass@k advantage replaces both. GDPO (``terms`` from
+    :func:`decoupled_terms`, rows group-major) replaces the advantage of the sum.
     """
     a, pk = recipe.advantage, recipe.advantage.passk
+    if terms is not None:
+        values, weights = terms
+        per_group = values.reshape(shaped.shape[0], shaped.shape[1], -1)
+        return decoupled_group_advantages(per_group, weights, a.eps).to(shaped.device), shaped, None
     if pk is None:
         return group_advantages(shaped, a.baseline, a.scale, a.eps), shaped, None
     g = shaped.shape[1]

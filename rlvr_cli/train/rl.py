@@ -56,8 +56,8 @@ from rlvr_cli.tasks import build_task
 from rlvr_cli.train.batch import Batch
 from rlvr_cli.train.loop import RunHooks, apply_update, run_steps, schedule_step
 from rlvr_cli.train.objective import (
-    EntropyControl, TokenSelection, shape_rewards, step_advantages, token_loss, token_selection, uses_token_selection,
-    zero_loss_rows,
+    EntropyControl, TokenSelection, decoupled_terms, shape_rewards, step_advantages, token_loss, token_selection,
+    uses_token_selection, zero_loss_rows,
 )
 from rlvr_cli.train.packing import length_sorted_chunks, response_logprobs
 from rlvr_cli.train.parallel import full_state_dict, micro_batch_passes
@@ -177,7 +177,10 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
     # 3. reward shaping and 4. advantages, over the whole step's batch (every rank computes them all)
     shaped = shape_rewards(r, batch.rewards, batch.response_lengths, batch.old_logp, batch.ref_logp, batch.mask)
     batch.shaped = torch.tensor(dist.gather_concat(shaped.tolist()), device=batch.device)
-    advantages, spread, train_passk = step_advantages(r, batch.shaped.view(-1, batch.group_size))
+    terms = decoupled_terms(r, batch.term_values, batch.response_lengths)  # GDPO's terms, None for a sum
+    if terms is not None:
+        terms = torch.tensor(dist.gather_concat(terms[0].tolist()), device=batch.device), terms[1]
+    advantages, spread, train_passk = step_advantages(r, batch.shaped.view(-1, batch.group_size), terms)
     batch.advantages = advantages.flatten().to(batch.device)
     batch.adv = batch.advantages[batch.rows.start : batch.rows.stop]
     batch.loss_mask = batch.mask.clone()

@@ -41,6 +41,9 @@ class Group:
     correct: list[bool]
     """From the task's true verifier, whatever reward drives training."""
     outcomes: list[str]
+    term_values: list[list[float]] = field(default_factory=list)
+    """Each response's reward terms before weighting, in the order of ``reward.terms`` (GDPO normalises them
+    one by one)."""
 
     def informative(self, metric: str) -> bool:
         values = self.correct if metric == "accuracy" else self.rewards
@@ -127,6 +130,7 @@ def _rounds(session, task, scorer, step: int, max_rounds: int, stats: RolloutSta
                 rewards=[s.reward for s in scores[sl]],
                 correct=[s.correct for s in scores[sl]],
                 outcomes=[s.outcome for s in scores[sl]],
+                term_values=[list(s.terms.values()) for s in scores[sl]],
             ))
         for grp in dist.gather_concat(local):  # the round's groups in global order, on every rank
             stats.sampled.append(grp)

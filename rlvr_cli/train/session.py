@@ -16,6 +16,7 @@ import yaml
 
 from rlvr_cli import dist
 from rlvr_cli.errors import UserError
+from rlvr_cli.evaluation.cache import weights_digest
 from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
@@ -266,6 +267,8 @@ def open_session(
     lora = recipe.model.lora
     model_ref = str(ckpt[1]) if ckpt and lora is None else recipe.model.name
     model, tokenizer, resolved = load_model(model_ref, device, recipe.model.dtype)
+    # the fingerprint of the weights a new run starts from (before any adapter): `rlvr compare` reports it
+    base_weights = f"blake2b:{weights_digest(model)}" if not ckpt and dist.is_main() else None
     if lora is not None:
         model = with_adapter(model, recipe, ckpt[1] if ckpt else None)
     model.train()  # SFT trains with the model's dropout; RL switches it off (see rl.train_rl)
@@ -283,7 +286,8 @@ def open_session(
     session = Session(recipe, run, device, autocast_dtype, model, tokenizer, optimizer, scheduler, total_updates,
                       train_model=train_model)
     if not ckpt:
-        run.write_status("running", model={"ref": recipe.model.name, "path": resolved.path, "kind": resolved.kind})
+        run.write_status("running", model={"ref": recipe.model.name, "path": resolved.path, "kind": resolved.kind},
+                         base_weights=base_weights)
         return session, None
     trainer_state = torch.load(ckpt[1] / "trainer_state.pt", map_location=device, weights_only=True)
     parallel.load_optimizer_state(model, optimizer, trainer_state["optimizer"])

@@ -19,8 +19,10 @@ from rlvr_cli.algo.advantages import maxrl_advantages
 from rlvr_cli.algo.objectives import cispo_surrogate, gmpo_surrogate, sapo_surrogate
 from rlvr_cli.algo.policy_loss import RATIOS, clipped_surrogate, token_log_ratio
 from rlvr_cli.algo.trust_region import dppo_surrogate
+from rlvr_cli.errors import UserError
 from rlvr_cli.recipe import schema
 from rlvr_cli.recipe.load import load_recipe
+from rlvr_cli.train import objective as train_objective
 from rlvr_cli.train.objective import SURROGATES, EntropyControl, LossInputs, policy_surrogate, step_advantages, token_loss
 from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.rundir import RunDir
@@ -199,3 +201,45 @@ def test_without_entropy_control_the_new_metrics_are_null(tiny_base, tmp_path):
     train_rl(load_recipe("grpo", [f"model.name={tiny_base}", *SMALL]), tmp_path / "r")
     row = RunDir(tmp_path / "r").read_metrics()[0]
     assert row["entropy_coef"] is None and row["entropy_coef_state"] is None
+
+
+# --- GDPO: reward.combination decoupled -----------------------------------------------------------------
+GDPO = ["reward.combination=decoupled", "reward.terms=[{type: task}, {type: format, weight: 0.5}]"]
+
+
+def test_decoupled_combination_is_refused_where_it_would_be_inert_or_undefined():
+    with pytest.raises(UserError, match="at least two reward.terms"):
+        _recipe("reward.combination=decoupled")
+    with pytest.raises(UserError, match="advantage.baseline must be group_mean"):
+        load_recipe("dr_grpo", GDPO)  # no std: decoupling equals the centred sum
+    with pytest.raises(UserError, match="kl.placement = reward"):
+        _recipe(*GDPO, "kl.placement=reward", "kl.beta=0.01")
+
+
+def test_step_advantages_of_decoupled_terms_is_the_worked_example():
+    """The worked example of algo/reward_combination.py through the recipe: weights 1 and 1."""
+    r = _recipe("reward.combination=decoupled", "reward.terms=[{type: task}, {type: format, weight: 1}]",
+                "rollout.group_size=2", "rollout.prompts_per_step=2")
+    values = torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    terms = train_objective.decoupled_terms(r, values, torch.tensor([5, 5, 5, 5]))
+    shaped = (values * torch.tensor([1.0, 1.0])).sum(dim=1).view(2, 2)
+    adv, spread, passk = step_advantages(r, shaped, terms)
+    assert adv.flatten().tolist() == pytest.approx([0.5477, -0.5477, 1.0954, -1.0954], abs=1e-4)
+    assert passk is None and torch.equal(spread, shaped)
+    summed, _, _ = step_advantages(r, shaped)  # the sum normalised: both prompts alike
+    assert summed.flatten().tolist() == pytest.approx([0.7071, -0.7071, 0.7071, -0.7071], abs=1e-4)
+
+
+def test_decoupled_terms_add_the_soft_overlong_penalty_as_a_term_of_weight_one():
+    r = _recipe(*GDPO, "rollout.max_new_tokens=10", "overlong.soft_punish={buffer: 4, factor: 1.0}")
+    values, weights = train_objective.decoupled_terms(r, torch.zeros(2, 2), torch.tensor([4, 8]))
+    assert weights == [1.0, 0.5, 1.0]
+    assert values[:, 2].tolist() == pytest.approx([0.0, -0.5])  # start 10 - 4 = 6: (6 - 8) / 4
+    assert train_objective.decoupled_terms(_recipe(), torch.zeros(2, 1), torch.tensor([4, 8])) is None
+
+
+def test_a_decoupled_run_trains_end_to_end(tiny_base, tmp_path):
+    r = load_recipe("grpo", [f"model.name={tiny_base}", *SMALL, *GDPO])
+    train_rl(r, tmp_path / "g")
+    row = RunDir(tmp_path / "g").read_metrics()[0]
+    assert math.isfinite(row["loss"]) and row["step"] == 1

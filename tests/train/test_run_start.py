@@ -158,3 +158,19 @@ def test_the_lock_is_taken_when_its_pid_cannot_be_written(tmp_path, monkeypatch)
     finally:
         lock.release(run, every_hold=True)
     assert os.path.realpath(run) not in lock._held
+
+
+def test_a_new_run_records_the_fingerprint_of_the_weights_it_starts_from(tiny_base, tmp_path):
+    """run.json's base_weights is the digest of the loaded base model (what `rlvr compare` reports), kept on resume."""
+    import torch
+
+    from rlvr_cli.evaluation.cache import weights_digest
+    from rlvr_cli.models import load_model
+    from rlvr_cli.recipe.load import load_recipe
+    from rlvr_cli.train.session import open_session
+
+    open_session(load_recipe("grpo", [f"model.name={tiny_base}", *SMALL]), tmp_path / "r", resume=False,
+                 updates_per_step=1)
+    base, _, _ = load_model(tiny_base, torch.device("cpu"), "float32")
+    recorded = json.loads((tmp_path / "r" / "run.json").read_text())["base_weights"]
+    assert recorded == f"blake2b:{weights_digest(base)}"
