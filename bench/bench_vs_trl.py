@@ -341,7 +341,7 @@ def real_bench(args) -> None:
 
     path = resolve_model_ref(args.model).path  # converted once (a GGUF) and cached
     print(f"model {args.model}: {path}", flush=True)
-    sides = [("rlvr", "full"), ("rlvr", "lora"), ("trl", "full"), ("trl", "lora")]
+    sides = [(who, kind) for kind in args.kinds for who in ("rlvr", "trl")]  # A B per kind, reversed every other rep
     if have_trl():
         print(f"skipping TRL: {have_trl()}")
         sides = [s for s in sides if s[0] == "rlvr"]
@@ -381,6 +381,8 @@ def main() -> None:
                     help="the model: the 1.06M bench config, or 0.5b (bench/bench_config.py)")
     ap.add_argument("--layers", type=int, help="override the shape's decoder layers (e.g. 1: a quick check of the script)")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--kinds", nargs="+", default=["full", "lora"], choices=["full", "lora"],
+                    help="with --model: full fine-tuning and/or the preset's LoRA (default both)")
     ap.add_argument("--model", help="a real model instead (e.g. smollm2-135m-instruct): rlvr's step against TRL's, "
                                     "full fine-tuning and LoRA, on recipes/smollm2_dr_grpo.yaml's task and batch")
     args = ap.parse_args()

@@ -182,9 +182,10 @@ def _open_lock_file(run_dir: Path) -> int:
     return fd
 
 
-def acquire(run_dir: str | Path, owner: object | None = None) -> None:
+def acquire(run_dir: str | Path, owner: object | None = None, doing: str = "training into this directory again") -> None:
     """Take the run directory's lock (creating the directory), or raise ``UserError`` naming the pid
-    of the process that holds it. With ``owner``, the hold ends when ``owner`` is garbage-collected.
+    of the process that holds it and what waits (``doing``). With ``owner``, the hold ends when ``owner``
+    is garbage-collected.
     The run's files are checked (:func:`check_run_files`) once the lock is held."""
     run_dir = Path(run_dir)
     key = _key(run_dir)
@@ -209,7 +210,7 @@ def acquire(run_dir: str | Path, owner: object | None = None) -> None:
             who = f"process {text}" if text.isdigit() else "another process"
             raise UserError(
                 f"{run_dir}: in use by {who}, which holds {run_dir / LOCK_NAME}; wait for it to finish "
-                "(or stop it) before training into this directory again"
+                f"(or stop it) before {doing}"
             ) from None
         try:
             check_run_files(run_dir)

@@ -136,6 +136,11 @@ def evaluate(
         targets = select_steps(root, recipe.model.name, steps)
         task_changed = task is not None and getattr(t, "spec", None) != recipe.task
         out_dir = eval_dir(root, protocol_label(run_default, settings, t.name if task_changed else None))
+        if out_dir == eval_dir(root, None):  # the trainer writes these very files: not while one holds the run
+            from rlvr_cli import rundir
+
+            rundir.acquire(root, doing="evaluating it with the run's own protocol (or pass other settings, "
+                                       "which write to eval/LABEL/)")
     else:
         targets, out_dir = [Target(model, None)], None
     if recipe is not None:

@@ -50,7 +50,7 @@ SET_BY_SWEEP = ("seed", "name")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class Variant(_Strict):

@@ -7,7 +7,10 @@ for the module.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,6 +72,26 @@ def test_labelled_protocols_never_overwrite_training_evals(run_dir, trained, cli
     res = cli("eval", str(run_dir), "--steps", "0", "--n", "2", "--seed", "7")
     assert res.code == 0, res.stderr
     assert read(run_dir / "eval" / "n_2-seed_7-pass_at_k_1,2-maj_at_k_1,2" / "step_0.json")["n"] == 2
+
+
+def test_the_runs_own_protocol_waits_for_a_trainer_holding_the_run_and_labels_do_not(run_dir, cli):
+    """The trainer writes eval/step_N.json itself: `rlvr eval` of the run's own protocol takes the run's lock."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        before = {p.name: p.read_bytes() for p in (run_dir / "eval").glob("step_*.json")}
+        res = cli("eval", str(run_dir), "--steps", "0")
+        assert res.code == 2 and f"in use by process {holder.pid}" in res.stderr
+        assert "evaluating it with the run's own protocol" in res.stderr
+        assert {p.name: p.read_bytes() for p in (run_dir / "eval").glob("step_*.json")} == before
+        assert cli("eval", str(run_dir), "--steps", "0", "--n", "2").code == 0  # eval/LABEL/: no conflict
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD = "import sys, time; from rlvr_cli import rundir; rundir.acquire(sys.argv[1]); print('holding', flush=True); time.sleep(600)"
 
 
 def test_eval_of_a_model_writes_its_record(cli, tmp_path):

@@ -130,6 +130,7 @@ def test_a_missing_base_recipe_is_named_at_its_line(tmp_path):
     ("base: grpo\nvariants:\n  - name: a\n    set: [seed=3]\n", 4, "arm a: seed: set by the sweep (seeds:)"),
     ("base: grpo\ncompare: {control: zz}\n", 2, "compare.control: 'zz' is not an arm (arms: grpo)"),
     ("base: grpo\ngrid:\n  optim.lr: []\n", 2, "grid: optim.lr: give at least one value"),
+    ("base: grpo\ngpus: .nan\n", 2, "gpus: Input should be a finite number"),
 ])
 def test_a_bad_spec_field_is_one_line_with_its_line(tmp_path, text, line, message):
     got = problems(write(tmp_path, text))
