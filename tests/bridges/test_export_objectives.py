@@ -112,3 +112,16 @@ def test_verl_objective_keys_exist_in_verls_config(sets):
             number = (int, float)
             same_kind = isinstance(value, number) if isinstance(default, number) else isinstance(value, type(default))
             assert default is None or same_kind, (key, default, value)
+
+
+GDPO = ("reward.combination=decoupled", "reward.terms=[{type: task}, {type: format, weight: 0.5}]")
+
+
+def test_gdpo_maps_to_each_anchors_name_and_warns_what_it_cannot_carry():
+    trl = _export("trl", *GDPO)
+    assert trl.settings["multi_objective_aggregation"] == "normalize_then_sum"
+    assert any("one function per reward term" in w for w in _warned(trl, "reward.combination"))
+    assert "multi_objective_aggregation" not in _export("trl").settings  # TRL's default: sum_then_normalize
+    verl = _export("verl", *GDPO)
+    assert verl.settings["algorithm.adv_estimator"] == "gdpo"
+    assert any("gdpo_reward_keys" in w and "tokens" in w for w in _warned(verl, "reward.combination"))
