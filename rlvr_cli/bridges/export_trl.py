@@ -210,10 +210,12 @@ def _rest(r, w: Warnings) -> list[str]:
 
 
 def _precision(r, notes: list[str]) -> dict:
-    dtype = r.model.dtype
-    if dtype == "auto":
+    """Trainer's bf16/fp16 flags are mixed precision (autocast over the loaded weights): rlvr's model.autocast,
+    or a model.dtype the weights are loaded in."""
+    dtype, amp = r.model.dtype, r.model.autocast
+    if dtype == "auto" and amp == "auto":
         notes.append("model.dtype auto: exported bf16=False (float32, rlvr's choice on CPU); on a GPU set bf16=True (rlvr's auto there: float32 weights, bf16 autocast)")
-    return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16", "use_cpu": r.device == "cpu"}
+    return {"bf16": "bfloat16" in (dtype, amp), "fp16": "float16" in (dtype, amp), "use_cpu": r.device == "cpu"}
 
 
 def export_trl(r) -> Export:

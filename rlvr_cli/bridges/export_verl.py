@@ -291,6 +291,13 @@ def _shaping(r, w: Warnings) -> dict:
     return out
 
 
+def _precision(r, w: Warnings) -> dict:
+    if r.model.autocast in ("bfloat16", "float16"):
+        w.add("model.autocast", f"not exported: verl's actor trains under its FSDP mixed precision "
+              f"(actor.fsdp_config, bfloat16 compute by default), not a {r.model.autocast} autocast of rlvr's weights")
+    return {}
+
+
 def _lora(r, w: Warnings) -> dict:
     lora = r.model.lora
     if lora is None:
@@ -307,6 +314,7 @@ def export_verl(r) -> Export:
     settings = {
         "actor_rollout_ref.model.path": r.model.name,
         **_lora(r, w),
+        **_precision(r, w),
         **_batch(r, w),
         **_advantage(r, w),
         **_policy_loss(r, w),

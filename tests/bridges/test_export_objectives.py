@@ -125,3 +125,11 @@ def test_gdpo_maps_to_each_anchors_name_and_warns_what_it_cannot_carry():
     verl = _export("verl", *GDPO)
     assert verl.settings["algorithm.adv_estimator"] == "gdpo"
     assert any("gdpo_reward_keys" in w and "tokens" in w for w in _warned(verl, "reward.combination"))
+
+
+def test_model_autocast_is_trls_mixed_precision_flag_and_a_warning_for_verl():
+    assert _export("trl", "model.autocast=bfloat16").settings["bf16"] is True
+    assert _export("trl", "model.autocast=float16").settings["fp16"] is True
+    assert _export("trl").settings["bf16"] is False
+    assert _warned(_export("verl", "model.autocast=bfloat16"), "model.autocast")
+    assert not _warned(_export("verl"), "model.autocast")
