@@ -264,3 +264,11 @@ def test_the_sweep_imports_neither_the_trainer_nor_the_cli_nor_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(pkg.parents[1])})
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("spec", sorted((Path(__file__).resolve().parents[2] / "results").glob("*/sweep.yaml")),
+                         ids=lambda p: p.parent.name)
+def test_the_shipped_experiment_sweeps_expand_to_valid_runs(spec):
+    plan = load_plan(spec)
+    assert plan.runs and len({r.name for r in plan.runs}) == len(plan.runs)
+    assert plan.compare_out is not None and plan.compare_out.parts[0] == "results"
