@@ -76,8 +76,8 @@ def _run(tmp_path, name, monkeypatch, zero_groups, skip: bool, *sets):
     real_adv = rl.step_advantages
     calls = {"steps": 0, "forward_only_rows": 0}
 
-    def advantages(recipe, shaped):  # (P, G): +-1 within each group, 0 in the named groups (whatever was sampled)
-        adv, spread, passk = real_adv(recipe, shaped)
+    def advantages(recipe, shaped, terms=None):  # (P, G): +-1 within each group, 0 in the named groups (whatever was sampled)
+        adv, spread, passk = real_adv(recipe, shaped, terms)
         adv = torch.tensor([1.0, -1.0]).repeat(adv.numel() // 2).view_as(adv)
         adv[zero_groups(calls["steps"])] = 0.0
         calls["steps"] += 1
