@@ -70,7 +70,7 @@ class Variant(_Strict):
 
 class Comparison(_Strict):
     out: str | None = None
-    """Where `rlvr compare` writes (default: <out>/compare)."""
+    """Where `rlvr compare` writes (default: <out>/compare), relative to the working directory."""
     smooth: int = Field(5, ge=0)
     """`rlvr compare --smooth`."""
     band: Literal["minmax", "std"] = "minmax"
@@ -100,7 +100,7 @@ class SweepSpec(_Strict):
     gpus: float = Field(0, ge=0)
     """GPUs each run asks Ray for (the local backend does not place GPUs)."""
     out: str | None = None
-    """Where the run directories go (default runs/<spec name>); `--out` overrides it."""
+    """Where the run directories go (default runs/<spec name>), relative to the working directory (unlike `base`); `--out` overrides it."""
     compare: Comparison | None = Comparison()
     """The comparison after the runs; null for none."""
 
