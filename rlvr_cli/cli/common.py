@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import threading
 
 from rlvr_cli.console import console  # noqa: F401 - the commands import it from here
 from rlvr_cli.errors import UserError
@@ -103,3 +105,12 @@ def check_output(flag: str, path: str | None, directory: bool = False) -> None:
     problem = output_problem(flag, path, directory)
     if problem:
         raise UserError(problem)
+
+
+def interruptible() -> None:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt in this command even when the process started with SIGINT
+    ignored, as a background job of a non-interactive shell (or a Ray worker's child) does: `rlvr train`
+    records the run as interrupted on it, and `rlvr sweep` stops its runs with it."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+

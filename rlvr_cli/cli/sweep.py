@@ -7,7 +7,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlvr_cli.cli.common import console
+from rlvr_cli.cli.common import console, interruptible
 from rlvr_cli.errors import RunFailed, UserError
 
 
@@ -27,6 +27,8 @@ def sweep(
     from rlvr_cli.sweep.runner import run_sweep
     from rlvr_cli.sweep.spec import load_plan
     from rlvr_cli.sweep.state import plan_states
+
+    interruptible()
 
     if backend not in ("local", "ray"):
         raise UserError(f"--backend {backend}: expected local or ray")

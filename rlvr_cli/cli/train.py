@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from rlvr_cli.cli.common import console
+from rlvr_cli.cli.common import console, interruptible
 from rlvr_cli.recipe.load import load_recipe
 
 
@@ -66,6 +66,8 @@ def train(
     """
     from rlvr_cli.errors import UserError
     from rlvr_cli.train.launch import check_launch, record_rank_error, run_training
+
+    interruptible()
     from rlvr_cli.train.session import default_run_dir
     from rlvr_cli.warm_start import ensure_built
 

@@ -102,6 +102,9 @@ def test_the_next_sweep_resumes_the_interrupted_run_trains_the_failed_one_and_co
 def local_ray(rlvr_cache):
     """A Ray instance of 2 CPUs on this machine, started by the test (its workers see the test's model cache)."""
     ray = pytest.importorskip("ray")
+    # Ray cancels a task by SIGINT in its worker, which inherits this process's disposition: not ignored, even
+    # when pytest runs as a background job of a non-interactive shell
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
@@ -135,3 +138,13 @@ def test_a_cancelled_ray_task_stops_its_run_resumably(local_ray, tmp_path):
     assert backend.interrupt() == ["grpo-seed0"]
     disk = read_run(run.dir)
     assert disk.status == "interrupted" and disk.step < 200 and time.monotonic() - t0 < 30
+
+
+def test_ctrl_c_reaches_train_and_sweep_started_with_sigint_ignored():
+    """A background job of a non-interactive shell starts with SIGINT ignored; both commands still stop on it."""
+    code = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "from rlvr_cli.cli.common import interruptible; interruptible(); "
+            "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert out.stdout.strip() == "True", out.stderr
