@@ -68,8 +68,7 @@ class Batch:
             response_ids=response_ids,
             sampler_logprobs=[lp for grp in mine for lp in grp.logprobs],
             rewards=torch.tensor([x for grp in mine for x in grp.rewards], dtype=torch.float32, device=device),
-            term_values=torch.tensor([v for grp in mine for v in grp.term_values], dtype=torch.float32,
-                                     device=device).reshape(len(response_ids), -1),
+            term_values=_term_values(mine, len(response_ids), device),
             truncated=torch.tensor([f == "length" for grp in mine for f in grp.finish_reasons], device=device),
             mask=pack(prompt_ids, response_ids, pad_id, device).response_mask if mine
             else torch.zeros(0, 1, device=device),  # a rank with no group of this step's batch
@@ -131,3 +130,12 @@ class Batch:
             if lp:
                 out[i, : len(lp)] = torch.tensor(lp, device=self.device)
         return out
+
+
+def _term_values(groups: list[Group], rows: int, device) -> torch.Tensor:
+    """(rows, K) reward terms of the groups' responses; (rows, 0) when there is no row (a rank without a group of
+    this step) or no term values (a reshape to (0, -1) would be ambiguous)."""
+    values = [v for grp in groups for v in grp.term_values]
+    k = len(values[0]) if values else 0
+    return torch.tensor(values, dtype=torch.float32, device=device).reshape(rows, k) if k else torch.zeros(rows, 0, device=device)
+

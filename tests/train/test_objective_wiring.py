@@ -243,3 +243,11 @@ def test_a_decoupled_run_trains_end_to_end(tiny_base, tmp_path):
     train_rl(r, tmp_path / "g")
     row = RunDir(tmp_path / "g").read_metrics()[0]
     assert math.isfinite(row["loss"]) and row["step"] == 1
+
+
+def test_a_rank_without_groups_builds_an_empty_batch_with_term_values():
+    """A rank that gets no group of the step (fewer groups than ranks) must not fail on the reward terms."""
+    from rlvr_cli.train.batch import Batch
+
+    batch = Batch.from_groups([], range(0, 0), group_size=4, pad_id=0, device=torch.device("cpu"))
+    assert batch.term_values.shape == (0, 0) and len(batch) == 0
