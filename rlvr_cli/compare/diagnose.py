@@ -48,8 +48,11 @@ LEN_MIN_GROWTH_TOKENS = 4.0
 LEN_ONSET_FACTOR = 1.1
 """The inflation began where the run-up first passed 1.1x the start level."""
 ACC_MIN_GAIN = 0.05
-"""Growth is excused when accuracy rose by more than this while the length grew (end level - level at
-the onset)."""
+"""Growth is excused only when accuracy rose by more than this while the length grew (end level - level
+at the onset) ..."""
+LEN_CORRECT_MIN_GROWTH = 1.1
+"""... and the correct responses grew along: their end level >= 1.1x their level at the onset (longer
+useful work lengthens the responses that are right, not only the wrong ones)."""
 
 MODES = ("kl_explosion", "entropy_collapse", "length_inflation")
 TITLES = {
@@ -257,15 +260,19 @@ def _passk_at_largest_k(run: Run) -> tuple[int, dict[int, float]] | None:
 # --- length inflation ------------------------------------------------------------------------------
 def length_inflation(run: Run) -> Verdict:
     """Length inflation: the smoothed len_incorrect reaches >= LEN_GROWTH_FACTOR (1.5) x its start level
-    and >= start + LEN_MIN_GROWTH_TOKENS (4) and stays there for PERSIST_STEPS (5) logged steps, while
-    accuracy does not grow *over the same stretch*: the median of its last START_STEPS (5) values is
-    <= its level at the onset (median of the START_STEPS values up to the onset) + ACC_MIN_GAIN (0.05).
-    It began at the first step of the unbroken run-up where the smoothed len_incorrect was
-    >= LEN_ONSET_FACTOR (1.1) x start. Without accuracy it is only *possible*. This is what GRPO's 1/|o|
-    favours (README, length section): a wrong response is pushed down less per token the longer it is,
-    so length added after wrong work grows whatever accuracy did before; accuracy that rises with the
-    length is longer useful work, not inflation. The correct responses' length is reported beside it
-    (the same 1/|o| pushes it the other way)."""
+    and >= start + LEN_MIN_GROWTH_TOKENS (4) and stays there for PERSIST_STEPS (5) logged steps, and the
+    growth is not longer useful work. It is excused as useful work only when, *over the same stretch*,
+    accuracy rose (the median of its last START_STEPS (5) values > its level at the onset, the median of
+    the START_STEPS values up to the onset, + ACC_MIN_GAIN (0.05)) **and** the correct responses grew
+    along (their end level >= LEN_CORRECT_MIN_GROWTH (1.1) x their level at the onset; without
+    len_correct, accuracy alone decides). It began at the first step of the unbroken run-up where the
+    smoothed len_incorrect was >= LEN_ONSET_FACTOR (1.1) x start. Without accuracy it is only *possible*.
+
+    This is the signature of GRPO's 1/|o| (Dr. GRPO, arXiv 2503.20783, §3.1 and Fig. 5: incorrect
+    responses keep lengthening while correct ones do not; README, length section): a wrong response is
+    pushed down less per token the longer it is and a right one is pushed up more the shorter it is, so
+    wrong responses lengthen and right ones do not, whatever accuracy does meanwhile. Accuracy that rises
+    while the right responses lengthen too is longer useful work, not inflation."""
     s = run.series("len_incorrect")
     if s is None or s.notna().sum() <= START_STEPS:
         return Verdict("length_inflation", "n/a", "len_incorrect not logged or too few steps with incorrect responses")
@@ -294,16 +301,34 @@ def length_inflation(run: Run) -> Verdict:
         return Verdict(
             "length_inflation", "possible", f"from step {onset}: {grew}; accuracy not logged", onset, evidence
         )
-    upto = acc.loc[:onset]
-    acc_onset = float((upto.iloc[-START_STEPS:] if len(upto) >= START_STEPS else acc.iloc[:START_STEPS]).median())
-    acc_end = float(acc.iloc[-START_STEPS:].median())
+    acc_onset, acc_end = _onset_and_end(acc, onset)
     evidence.update({"accuracy_start": start_level(acc, START_STEPS), "accuracy_at_onset": acc_onset, "accuracy_end": acc_end})
     acc_text = f"accuracy {_g(acc_onset)} at the onset (step {onset}), {_g(acc_end)} at the end"
-    if acc_end > acc_onset + ACC_MIN_GAIN:
+    if not acc_end > acc_onset + ACC_MIN_GAIN:
+        return Verdict("length_inflation", "detected", f"from step {onset}: {grew} while {acc_text}", onset, evidence)
+    right = finite(correct) if correct is not None else None
+    if right is None or len(right) == 0:
         return Verdict(
             "length_inflation", "none", f"{grew} from step {onset}, but accuracy rose: {acc_text}", None, evidence
         )
-    return Verdict("length_inflation", "detected", f"from step {onset}: {grew} while {acc_text}", onset, evidence)
+    right_onset, right_end = _onset_and_end(right, onset)
+    evidence.update({"len_correct_at_onset": right_onset, "len_correct_at_end": right_end})
+    right_text = f"correct length {_g(right_onset)} at the onset, {_g(right_end)} at the end"
+    if right_end >= LEN_CORRECT_MIN_GROWTH * right_onset:
+        return Verdict("length_inflation", "none",
+                       f"{grew} from step {onset}, but accuracy rose and the correct responses lengthened too: "
+                       f"{acc_text}; {right_text}", None, evidence)
+    return Verdict("length_inflation", "detected",
+                   f"from step {onset}: {grew}; accuracy rose ({acc_text}) but only the incorrect responses "
+                   f"lengthened ({right_text})", onset, evidence)
+
+
+def _onset_and_end(s, onset: int) -> tuple[float, float]:
+    """A metric's level at ``onset`` (median of its START_STEPS values up to it, or of its first ones when
+    fewer precede it) and at the end (median of its last START_STEPS values)."""
+    upto = s.loc[:onset]
+    at_onset = float((upto.iloc[-START_STEPS:] if len(upto) >= START_STEPS else s.iloc[:START_STEPS]).median())
+    return at_onset, float(s.iloc[-START_STEPS:].median())
 
 
 # --- formatting ------------------------------------------------------------------------------------

@@ -141,11 +141,33 @@ def test_length_inflation_when_accuracy_stays_flat(tmp_path):
     assert v.evidence["len_incorrect_start"] == pytest.approx(23.0)
 
 
-def test_incorrect_length_growing_with_accuracy_is_not_inflation(tmp_path):
+def test_longer_work_that_raises_accuracy_is_not_inflation(tmp_path):
     m = healthy_metrics(STEPS)  # accuracy 0.35 -> ~0.7
     m["len_incorrect"] = _inflating_incorrect_length()
+    m["len_correct"] = np.where(T <= 30, 21.0, 21.0 + (T - 30) / 2)  # right ones lengthen too: 21 -> 36
     v = length_inflation(_run(tmp_path, m))
-    assert v.status == "none" and "accuracy rose" in v.message
+    assert v.status == "none" and "correct responses lengthened too" in v.message, v.message
+    assert v.evidence["len_correct_at_end"] >= 1.1 * v.evidence["len_correct_at_onset"]
+
+
+def test_only_wrong_responses_lengthening_is_inflation_even_while_accuracy_rises(tmp_path):
+    """Dr. GRPO's signature of 1/|o| (results/length_check: GRPO's wrong responses 60 -> 210 tokens while
+    accuracy 0.52 -> 0.74 and the right ones stay at ~40)."""
+    m = healthy_metrics(STEPS)  # accuracy 0.35 -> ~0.7, len_correct flat at ~21
+    m["len_incorrect"] = _inflating_incorrect_length()
+    v = length_inflation(_run(tmp_path, m))
+    assert v.status == "detected" and 31 <= v.onset_step <= 34, v.message
+    assert "only the incorrect responses lengthened" in v.message
+    assert v.evidence["accuracy_end"] > v.evidence["accuracy_at_onset"] + 0.05
+    assert v.evidence["len_correct_at_end"] == pytest.approx(21.0, abs=0.5)
+
+
+def test_without_correct_length_rising_accuracy_still_excuses(tmp_path):
+    m = healthy_metrics(STEPS)
+    m["len_incorrect"] = _inflating_incorrect_length()
+    del m["len_correct"]
+    v = length_inflation(_run(tmp_path, m))
+    assert v.status == "none" and "accuracy rose" in v.message, v.message
 
 
 def test_length_inflation_after_accuracy_has_plateaued(tmp_path):

@@ -121,6 +121,7 @@ def test_a_run_that_is_another_trained_further_continues_it_and_equals_the_run_f
     from step 0, and its commands.md says how it was made."""
     from rlvr_cli.recipe.load import load_recipe
     from rlvr_cli.train.rl import train_rl
+    sys.path.insert(0, str(ROOT / "tests" / "train"))  # its helpers, when this file runs without tests/train
     from test_train import evals, metrics
 
     body = ("extends: grpo\nmodel:\n  name: {model}\nrollout:\n  prompts_per_step: 4\n  group_size: 4\n"
@@ -152,6 +153,7 @@ def test_a_run_with_reference_resets_starts_from_the_run_without_them_and_equals
     trained from step 0, and commands.md says how it was made."""
     from rlvr_cli.recipe.load import load_recipe
     from rlvr_cli.train.rl import train_rl
+    sys.path.insert(0, str(ROOT / "tests" / "train"))  # its helpers, when this file runs without tests/train
     from test_train import evals, metrics
 
     body = ("extends: grpo\nmodel:\n  name: {model}\nrollout:\n  prompts_per_step: 4\n  group_size: 4\n"
