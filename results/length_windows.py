@@ -1,7 +1,7 @@
 """Training metrics of a length experiment's runs in step windows, per arm (mean over seeds): the table
-results/README.md quotes for results/length_check/.
+results/README.md quotes for results/length/.
 
-    python results/length_windows.py runs/experiments/length_check --window 30 > results/length_check/windows.md
+    python results/length_windows.py runs/experiments/length_check --window 30 > results/length/windows.md
 
 Per window: training accuracy, mixed groups (neither all right nor all wrong), incorrect and correct
 response length, truncation, and the per-token gradient weight of the longest third of the wrong

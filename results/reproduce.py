@@ -8,7 +8,9 @@
 Each experiment is a set of recipes under recipes/experiments/ (or shipped presets) trained with
 seeds 0..S-1 into runs/experiments/<experiment>/<variant>-seed<k>, then
 `rlvr compare` of those runs into results/<experiment>/ (figure, summary.md, summary.json), with
-the exact commands written to results/<experiment>/commands.md. Finished runs are skipped and
+the exact commands written to results/<experiment>/commands.md (results/length/ is a sweep spec,
+`rlvr sweep results/length/sweep.yaml`, run here as a script in one slot; its run directories and
+comparison are where the spec says, whatever --runs and --results). Finished runs are skipped and
 interrupted ones resumed, so the script can be stopped and restarted at any time. Runs use
 --threads torch threads each (default 1); --jobs of them run side by side (default 2: on 2 cores two
 one-thread runs side by side finished sooner than one two-thread run at a time, see docs/speed.md). All experiments share one pool of --jobs slots, fed the R1 pipeline, the
@@ -33,7 +35,7 @@ trainer allows only where the result is the longer run from step 0 (tested equal
 records the copy. Likewise a run that resets its reference every N steps (prorl/reset) starts from
 step N of the same run without resets (prorl/no_reset, which saves a checkpoint there): a copy without
 the later checkpoints, resumed with the resets. --no-continue trains every run from step 0. A
-warm-started built-in model that an experiment's runs start from (builtin:tiny-length) is built by one
+warm-started built-in model that an experiment's runs start from (e.g. builtin:tiny-length) is built by one
 job before its runs are queued, so no run holds a slot waiting on the build's lock; the runs' step-0
 evaluations of one base model are computed once and reused (the trainer's eval cache,
 docs/metrics.md).
@@ -87,22 +89,6 @@ class Experiment:
 
 
 EXPERIMENTS = [
-    Experiment(
-        "length",
-        {
-            "grpo": "recipes/experiments/length/grpo.yaml",
-            "dr_grpo": "recipes/experiments/length/dr_grpo.yaml",
-            "no_length_norm": "recipes/experiments/length/no_length_norm.yaml",
-            "no_std": "recipes/experiments/length/no_std.yaml",
-        },
-        builds=["builtin:tiny-length"],  # the base of every run (recipes/base_sft_length.yaml), ~3 minutes
-    ),
-    Experiment(  # issue 32: the redesigned length experiment (docs/length.md), to replace "length" once run
-        "length_check",
-        {name: f"recipes/experiments/length_check/{name}.yaml" for name in (
-            "grpo", "dr_grpo", "no_length_norm", "no_std", "brevity_bonus", "length_penalty", "offset_dr_grpo")},
-        builds=["builtin:tiny-check-marked"],  # recipes/base_sft_check_marked.yaml, ~9 minutes on a free core
-    ),
     Experiment(
         "length_free",
         {
@@ -502,9 +488,13 @@ def run_script(name: str, cmd: list[str], dry: bool) -> None:
 
 SCRIPTS = {
     "r1": ["bash", "results/r1_pipeline.sh"],
+    # a sweep spec (issue 33 moves every experiment to one); in one slot, so its runs go one at a time
+    "length": [sys.executable, "-m", "rlvr_cli", "sweep", "results/length/sweep.yaml", "--jobs", "1"],
     "inference_compute": [sys.executable, "results/inference_compute.py"],
 }
 """Results made by their own scripts (a serial pipeline each): one pool slot each."""
+LONG_SCRIPTS = ("r1", "length")
+"""Scripts that are the longest serial chains: queued first."""
 
 
 def schedule(experiments: list[Experiment], scripts: list[str], continues: dict[Path, Start] | None = None) -> list:
@@ -518,8 +508,8 @@ def schedule(experiments: list[Experiment], scripts: list[str], continues: dict[
 
     waits = [e for e in experiments if e.prerequisites or e.builds]
     feeds = [e for e in experiments if chained(e) and e not in waits]
-    return ([("script", s) for s in scripts if s == "r1"] + [("experiment", e) for e in waits + feeds]
-            + [("script", s) for s in scripts if s != "r1"]
+    return ([("script", s) for s in scripts if s in LONG_SCRIPTS] + [("experiment", e) for e in waits + feeds]
+            + [("script", s) for s in scripts if s not in LONG_SCRIPTS]
             + [("experiment", e) for e in experiments if not chained(e)])
 
 

@@ -260,8 +260,9 @@ def _passk_at_largest_k(run: Run) -> tuple[int, dict[int, float]] | None:
 # --- length inflation ------------------------------------------------------------------------------
 def length_inflation(run: Run) -> Verdict:
     """Length inflation: the smoothed len_incorrect reaches >= LEN_GROWTH_FACTOR (1.5) x its start level
-    and >= start + LEN_MIN_GROWTH_TOKENS (4) and stays there for PERSIST_STEPS (5) logged steps, and the
-    growth is not longer useful work. It is excused as useful work only when, *over the same stretch*,
+    and >= start + LEN_MIN_GROWTH_TOKENS (4), stays there for PERSIST_STEPS (5) logged steps and is still
+    there at the end (a rise that fell back is not the state the run ended in), and the growth is not
+    longer useful work. It is excused as useful work only when, *over the same stretch*,
     accuracy rose (the median of its last START_STEPS (5) values > its level at the onset, the median of
     the START_STEPS values up to the onset, + ACC_MIN_GAIN (0.05)) **and** the correct responses grew
     along (their end level >= LEN_CORRECT_MIN_GROWTH (1.1) x their level at the onset; without
@@ -295,6 +296,11 @@ def length_inflation(run: Run) -> Verdict:
         return Verdict("length_inflation", "none", f"{grew}; threshold {_g(threshold)}", evidence=evidence)
     onset = stretch_start(sm >= LEN_ONSET_FACTOR * start, trigger)
     evidence.update({"trigger_step": trigger, "len_incorrect_at_trigger": float(sm.loc[trigger])})
+    if not evidence["len_incorrect_end"] >= threshold:
+        peak_step = int(sm.idxmax())
+        return Verdict("length_inflation", "none",
+                       f"{grew}: it rose past {_g(threshold)} from step {trigger} (peak {_g(evidence['len_incorrect_max'])} "
+                       f"at step {peak_step}) but ended below it", evidence=evidence)
     raw_acc = run.series("accuracy")
     acc = finite(raw_acc) if raw_acc is not None else None
     if acc is None or len(acc) == 0:

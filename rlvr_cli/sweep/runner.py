@@ -7,6 +7,7 @@ before anything runs (:func:`rlvr_cli.sweep.state.plan_states`).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -197,14 +198,33 @@ def run_plan(plan: Plan, states: dict[str, str], backend, jobs: int) -> SweepRes
     return result
 
 
+def _earlier_records(path: Path) -> dict[str, dict]:
+    """The runs of an earlier sweep.json at ``path`` by name ({} when there is none or it is unreadable)."""
+    try:
+        runs = json.loads(path.read_text(encoding="utf-8")).get("runs", [])
+        return {r["name"]: r for r in runs if isinstance(r, dict) and isinstance(r.get("name"), str)}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
 def _record(plan: Plan, result: SweepResult) -> None:
-    """OUT/sweep.json: the spec, and each run's command and outcome (what a `commands.md` would say)."""
+    """OUT/sweep.json: the spec, and each run's command and outcome (what a `commands.md` would say). A run
+    skipped as finished keeps what an earlier sweep.json said of how it was made (`made_by`: its
+    command, result and seconds), so re-running a finished sweep does not erase its timings."""
+    earlier = _earlier_records(plan.out / "sweep.json")
     runs = []
     for o in result.outcomes:
         argv = train_argv(o.run, o.state, plan.spec.nproc)
-        runs.append({"name": o.run.name, "arm": o.run.arm, "seed": o.run.seed, "dir": str(o.run.dir),
-                     "command": shlex.join(["rlvr", *argv]), "state": o.state, "result": o.result,
-                     "detail": o.detail, "step": o.step, "seconds": round(o.seconds, 1)})
+        entry = {"name": o.run.name, "arm": o.run.arm, "seed": o.run.seed, "dir": str(o.run.dir),
+                 "command": shlex.join(["rlvr", *argv]), "state": o.state, "result": o.result,
+                 "detail": o.detail, "step": o.step, "seconds": round(o.seconds, 1)}
+        before = earlier.get(o.run.name, {})
+        if o.result == "skipped":
+            made = before.get("made_by") or ({k: before.get(k) for k in ("command", "result", "seconds")}
+                                             if before.get("result") == "finished" else None)
+            if made:
+                entry["made_by"] = made
+        runs.append(entry)
     try:
         atomic_write_json(plan.out / "sweep.json", {"spec": str(plan.spec_path), "arms": plan.arms,
                                                     "control": plan.control, "interrupted": result.interrupted,

@@ -183,6 +183,15 @@ def test_length_inflation_after_accuracy_has_plateaued(tmp_path):
     assert "(correct 21 -> 18" in v.message
 
 
+def test_a_rise_that_fell_back_by_the_end_is_not_inflation(tmp_path):
+    m = healthy_metrics(STEPS)
+    m["accuracy"] = 0.35 + np.random.default_rng(1).normal(0, 0.02, STEPS)
+    m["len_incorrect"] = np.interp(T, [1, 20, 35, 45, 60], [23, 23, 60, 15, 13])  # up to 60, then down to 13
+    v = length_inflation(_run(tmp_path, m))
+    assert v.status == "none" and "but ended below it" in v.message, v.message
+    assert 50 < v.evidence["len_incorrect_max"] <= 60 and v.evidence["trigger_step"] < 35  # smoothed peak
+
+
 def test_incorrect_length_with_nulls_when_all_correct(tmp_path):
     m = healthy_metrics(STEPS)
     li = list(m["len_incorrect"])

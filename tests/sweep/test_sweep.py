@@ -219,6 +219,25 @@ def test_a_run_whose_log_cannot_be_written_fails_alone_and_the_sweep_exits_1(tmp
     assert [r["result"] for r in record["runs"]] == ["failed", "failed"]
 
 
+def test_a_rerun_of_a_finished_sweep_keeps_how_each_run_was_made(tmp_path, cli):
+    plan = one_arm_plan(tmp_path, extra="compare: null\n")
+    for r in plan.runs:
+        fake_run(r, "finished")
+    earlier = {"runs": [{"name": "grpo-seed0", "command": "rlvr train grpo ...", "result": "finished",
+                         "seconds": 372.0},
+                        {"name": "grpo-seed1", "command": "rlvr train grpo ...", "result": "failed", "seconds": 3.0}]}
+    (tmp_path / "out" / "sweep.json").write_text(json.dumps(earlier))
+    res = cli("sweep", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out"))
+    assert res.code == 0, res.stderr
+    runs = json.loads((tmp_path / "out" / "sweep.json").read_text())["runs"]
+    assert [r["result"] for r in runs] == ["skipped", "skipped"]
+    assert runs[0]["made_by"] == {"command": "rlvr train grpo ...", "result": "finished", "seconds": 372.0}
+    assert "made_by" not in runs[1]  # a failed record says nothing about how the finished run was made
+    res = cli("sweep", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out"))
+    again = json.loads((tmp_path / "out" / "sweep.json").read_text())["runs"]
+    assert again[0]["made_by"] == runs[0]["made_by"]  # carried over, not lost, on a third pass
+
+
 def test_address_and_backend_are_checked(tmp_path, cli):
     one_arm_plan(tmp_path)
     assert "--address: only with --backend ray" in cli("sweep", str(tmp_path / "spec.yaml"), "--address", "x:1").stderr
@@ -266,7 +285,7 @@ def test_the_sweep_imports_neither_the_trainer_nor_the_cli_nor_torch():
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("spec", sorted((Path(__file__).resolve().parents[2] / "results").glob("*/sweep.yaml")),
+@pytest.mark.parametrize("spec", sorted((Path(__file__).resolve().parents[2] / "results").glob("**/sweep.yaml")),
                          ids=lambda p: p.parent.name)
 def test_the_shipped_experiment_sweeps_expand_to_valid_runs(spec):
     plan = load_plan(spec)
