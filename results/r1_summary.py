@@ -2,8 +2,11 @@
 
     python results/r1_summary.py runs/experiments/r1 results/r1
 
-Reads only the runs' eval files (every stage evaluates n=16 samples on the same 64 held-out prompts
-with sampling seed 1234) and the rejection-sampling file, and writes summary.md.
+Reads the runs' eval files (every stage evaluates n=16 samples on the same 64 held-out prompts
+with sampling seed 1234), their run.json (base weights, code revision) and the rejection-sampling file,
+and writes summary.md: each stage's numbers, each stage against the one before it paired by prompt
+(the bootstrap interval and exact McNemar test of `rlvr compare --control`, docs/statistics.md; one run
+per stage, so the interval covers the prompts and the samples, not training seeds), and provenance.
 """
 
 from __future__ import annotations
@@ -25,11 +28,50 @@ def last_eval(run: Path) -> dict | None:
     return json.loads(files[-1].read_text()) if files else None
 
 
+def stage_against_previous(prev: tuple[str, dict], cur: tuple[str, dict]) -> str:
+    """One line: pass@1 of ``cur`` - ``prev`` paired by prompt, its 95% bootstrap interval, McNemar, verdict."""
+    from rlvr_cli.compare.paired import (
+        arm_from_records, pair_arms, paired_difference, paired_mcnemar, per_prompt_scores, verdict,
+    )
+    from rlvr_cli.errors import UserError
+
+    try:
+        a, b = (arm_from_records(name, [None], [rec]) for name, rec in (prev, cur))
+        pairing = pair_arms(a, b)
+        diff = paired_difference(per_prompt_scores(pairing.control), per_prompt_scores(pairing.other))
+        test = paired_mcnemar(pairing)
+    except UserError as e:
+        return f"- `{cur[0]}` against `{prev[0]}`: not paired ({e.problems[0]})"
+    mc = (f"; McNemar (majority) {test.only_control} prompts right only before vs {test.only_other} only after, "
+          f"p = {test.p_value:.2g}") if test is not None else ""
+    return (f"- `{cur[0]}` against `{prev[0]}`: **{verdict(diff, test)}**, pass@1 {diff.mean:+.3f} "
+            f"[{diff.low:+.3f}, {diff.high:+.3f}]{mc}")
+
+
+def provenance(runs: Path) -> str:
+    """The untrained start's weights fingerprint and the code revisions of the stages' runs."""
+    infos = {}
+    for d, _ in STAGES:
+        try:
+            infos[d] = json.loads((runs / d / "run.json").read_text())
+        except (OSError, ValueError):
+            continue
+    first = infos.get(STAGES[0][0], {})
+    revs = sorted({str(i.get("git_commit"))[:12] for i in infos.values() if i.get("git_commit")})
+    model = first.get("model") or "?"
+    model = model.get("ref", "?") if isinstance(model, dict) else model
+    return (f"Provenance: the pipeline starts from {model} (base weights {first.get('base_weights', 'not recorded')}); "
+            f"code revision{'s' if len(revs) > 1 else ''}: {', '.join(revs) or 'not recorded'}.")
+
+
 def main(runs: Path, out: Path) -> None:
     rows = ["| stage | run | step | pass@1 | pass@16 | maj@16 | mean length |", "|---|---|---|---|---|---|---|"]
     base = json.loads((runs / "2_rl" / "eval" / "step_0.json").read_text()) if (runs / "2_rl" / "eval" / "step_0.json").is_file() else None
+    finals = []
     for d, label in STAGES:
         e = last_eval(runs / d)
+        if e is not None:
+            finals.append((d, e))
         if e is None:
             rows.append(f"| {label} | {d} | - | - | - | - | - |")
             continue
@@ -49,6 +91,12 @@ def main(runs: Path, out: Path) -> None:
     )
     if base is not None:
         text += f"\nThe cold-start model as RL's step 0: pass@1 {base['pass_at_k']['1']:.3f}.\n"
+    if len(finals) > 1:
+        text += ("\nEach stage against the one before it, paired by prompt (other - before; 95% percentile "
+                 "bootstrap over the 64 prompts, 10,000 resamples, seed 0; exact McNemar on per-prompt majority "
+                 "correctness; one run per stage, so training-seed noise is not in these intervals):\n\n"
+                 + "\n".join(stage_against_previous(a, b) for a, b in zip(finals, finals[1:])) + "\n")
+    text += "\n" + provenance(runs) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text(text)
     print(text)
