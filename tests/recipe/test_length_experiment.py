@@ -1,7 +1,8 @@
-"""The length-inflation experiment's recipes (issue 14): what each arm changes, its base, a 2-step smoke run.
+"""The length-inflation experiment's recipes (issue 32, recipes/experiments/length_check/): what each arm
+changes, its base, a 2-step smoke run; and the earlier design's base (builtin:tiny-length).
 
-The real base (builtin:tiny-length) takes minutes to build, so the smoke runs start from the untrained
-builtin:tiny-init; the experiment itself is results/reproduce.py --only length.
+The real base (builtin:tiny-check-marked) takes minutes to build, so the smoke runs start from the untrained
+builtin:tiny-init; the experiment itself is `rlvr sweep results/length/sweep.yaml`.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ SMALL = tiny_run("model.name=builtin:tiny-init", "rollout.max_new_tokens=12",
 
 
 def arm(name: str) -> Path:
-    return ROOT / "recipes" / "experiments" / "length" / f"{name}.yaml"
+    return ROOT / "recipes" / "experiments" / "length_check" / f"{name}.yaml"
 
 
 @pytest.mark.parametrize("name", sorted(ARMS))
 def test_arms_differ_only_in_the_two_normalisations(name):
     r, g = load_recipe(arm(name)), load_recipe(arm("grpo"))
     assert (r.advantage.scale, r.loss.aggregation) == ARMS[name]
-    assert r.model.name == "builtin:tiny-length" and r.kl.placement == "none"
+    assert r.model.name == "builtin:tiny-check-marked" and r.kl.placement == "none"
+    assert (r.task.name, r.task.check_marks) == ("answer_check", True)
     assert 150 <= r.steps <= 300
     same = lambda x: {k: v for k, v in x.model_dump().items() if k not in ("advantage", "loss", "name", "description")}  # noqa: E731
     assert same(r) == same(g)
@@ -68,7 +70,7 @@ GW_KEYS = ("gw_incorrect_share", "gw_incorrect_short_share", "gw_incorrect_mid_s
 def test_the_step_row_carries_the_length_bias_of_the_trained_batch(tmp_path, tiny_base):
     """2 GRPO steps from builtin:tiny (pass@1 ~0.35: groups with right and wrong answers): every row has
     the gw_* metrics, and where a batch had incorrect responses with gradient their terciles add up."""
-    recipe = load_recipe(arm("grpo"), ["model.name=builtin:tiny", "rollout.prompts_per_step=4", "rollout.group_size=4",
+    recipe = load_recipe("grpo", ["model.name=builtin:tiny", "kl.placement=none", "rollout.prompts_per_step=4", "rollout.group_size=4",
                                        "rollout.max_new_tokens=32", "eval.n=2", "eval.num_prompts=2",
                                        "steps=2"])
     out = train_rl(recipe, tmp_path / "grpo")
