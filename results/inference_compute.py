@@ -94,8 +94,7 @@ def provenance(model: str) -> str:
     from rlvr_cli.models import load_model
     from rlvr_cli.train.rundir import _git_commit
 
-    loaded = load_model(model)
-    net = loaded[0] if isinstance(loaded, tuple) else loaded
+    net, _, _ = load_model(model)
     commit = _git_commit()
     return (f"Provenance: {model}, weights blake2b:{weights_digest(net)}; code revision "
             f"{commit[:12] if commit else 'not recorded'}.")

@@ -269,8 +269,8 @@ def length_inflation(run: Run) -> Verdict:
     len_correct, accuracy alone decides). It began at the first step of the unbroken run-up where the
     smoothed len_incorrect was >= LEN_ONSET_FACTOR (1.1) x start. Without accuracy it is only *possible*.
 
-    This is the signature of GRPO's 1/|o| (Dr. GRPO, arXiv 2503.20783, §3.1 and Fig. 5: incorrect
-    responses keep lengthening while correct ones do not; README, length section): a wrong response is
+    This is the signature of GRPO's 1/|o| (Dr. GRPO, arXiv 2503.20783, §3.1: incorrect responses keep
+    lengthening while correct ones do not; results/README.md, length section): a wrong response is
     pushed down less per token the longer it is and a right one is pushed up more the shorter it is, so
     wrong responses lengthen and right ones do not, whatever accuracy does meanwhile. Accuracy that rises
     while the right responses lengthen too is longer useful work, not inflation."""
