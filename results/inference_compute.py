@@ -92,10 +92,10 @@ def provenance(model: str) -> str:
     """The model's weights fingerprint (as run.json's base_weights) and this checkout's code revision."""
     from rlvr_cli.evaluation.cache import weights_digest
     from rlvr_cli.models import load_model
-    from rlvr_cli.train.rundir import _git_commit
+    from rlvr_cli.train.rundir import code_revision
 
     net, _, _ = load_model(model)
-    commit = _git_commit()
+    commit = code_revision()
     return (f"Provenance: {model}, weights blake2b:{weights_digest(net)}; code revision "
             f"{commit[:12] if commit else 'not recorded'}.")
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import random
 
 from rlvr_cli.recipe.schema import AnswerCheckTaskSpec
-from rlvr_cli.tasks.arithmetic import column_totals, held_out_pairs, shifted_wrong_sum, training_pairs
+from rlvr_cli.tasks.arithmetic import AdditionProblems, column_totals, held_out_pairs
 from rlvr_cli.tasks.base import Problem
 
 ANSWER_SIGN = "####"
@@ -42,7 +42,7 @@ FILLER = ",wait"
 CHECK_OK, CHECK_NO = "?ok", "?no"
 
 
-class AnswerCheckTask:
+class AnswerCheckTask(AdditionProblems):
     name = "answer_check"
     answer_marker = ""
     verifier = "integer"
@@ -55,15 +55,6 @@ class AnswerCheckTask:
     def problem(self, a: int, b: int) -> Problem:
         d = self.spec.digits
         return Problem(id=f"check{d}:{a:0{d}d}+{b:0{d}d}", prompt=f"{a:0{d}d}+{b:0{d}d}=", reference=str(a + b), meta={"a": a, "b": b})
-
-    def eval_problems(self) -> list[Problem]:
-        return [self.problem(a, b) for a, b in self._eval_pairs]
-
-    def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
-        return [self.problem(a, b) for a, b in training_pairs(rng, self.spec.digits, self._eval_set, n)]
-
-    def incorrect_reference(self, problem: Problem) -> str:
-        return shifted_wrong_sum(problem)
 
     # --- reading responses -----------------------------------------------------------------------
     def filler_words(self, response: str) -> int:

@@ -91,7 +91,22 @@ def shifted_wrong_sum(problem: Problem) -> str:
     delta, gold = 1 + h % 9, int(problem.reference)
     return str(gold + delta if (h >> 8) % 2 or gold - delta < 0 else gold - delta)
 
-class ArithmeticTask:
+class AdditionProblems:
+    """The problem sets of a task over `a + b` pairs: the held-out pairs (`_eval_pairs`, `_eval_set`, from
+    :func:`held_out_pairs`), training pairs drawn outside them, and the wrong-sum reference of the
+    incorrect-label reward. A task that uses it defines `problem(a, b)` and `spec.digits`."""
+
+    def eval_problems(self) -> list[Problem]:
+        return [self.problem(a, b) for a, b in self._eval_pairs]
+
+    def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
+        return [self.problem(a, b) for a, b in training_pairs(rng, self.spec.digits, self._eval_set, n)]
+
+    def incorrect_reference(self, problem: Problem) -> str:
+        return shifted_wrong_sum(problem)
+
+
+class ArithmeticTask(AdditionProblems):
     name = "arithmetic"
     verifier = "integer"
 
@@ -113,15 +128,6 @@ class ArithmeticTask:
         template = self.spec.prompt_template
         prompt = f"{a:0{d}d}+{b:0{d}d}=" if template is None else template.format(a=a, b=b)
         return Problem(id=f"add{d}:{a:0{d}d}+{b:0{d}d}", prompt=prompt, reference=str(a + b), meta={"a": a, "b": b})
-
-    def eval_problems(self) -> list[Problem]:
-        return [self.problem(a, b) for a, b in self._eval_pairs]
-
-    def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
-        return [self.problem(a, b) for a, b in training_pairs(rng, self.spec.digits, self._eval_set, n)]
-
-    def incorrect_reference(self, problem: Problem) -> str:
-        return shifted_wrong_sum(problem)
 
     def _filler_length(self, rng: random.Random) -> int:
         """Filler words of a rambling trace: uniform 1..ramble_max, or geometric with the same mean

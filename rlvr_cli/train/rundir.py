@@ -33,7 +33,8 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _git_commit() -> str | None:
+def code_revision() -> str | None:
+    """The commit of the checkout this package runs from (run.json's `git_commit`); None outside git."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -139,7 +140,7 @@ class RunDir:
         data.update(fields)
         data["status"] = status
         data.setdefault("versions", versions())
-        data.setdefault("git_commit", _git_commit())
+        data.setdefault("git_commit", code_revision())
         data["updated"] = _now()
         if status in ("finished", "failed"):
             data["ended"] = _now()

@@ -29,6 +29,25 @@ def test_learning_rate_note_for_a_pretrained_model():
     assert "a LoRA adapter" in lr_notes("model.name=my/model", "model.lora.rank=8", "optim.lr=2e-3")[0]
 
 
+def test_no_learning_rate_note_for_a_run_that_started_from_a_builtin_model(tmp_path):
+    """A warm start from an rlvr run (or one of its checkpoints) of the built-in model is not a pretrained
+    model; a run of a pretrained model still is, and a chain of runs is followed back."""
+    def run(name, model):
+        d = tmp_path / name
+        (d / "checkpoints" / "step_5").mkdir(parents=True)
+        (d / "recipe.yaml").write_text(f"model:\n  name: {model}\n")
+        return d
+
+    tiny = run("tiny", "builtin:tiny")
+    assert lr_notes(f"model.name={tiny}") == []
+    assert lr_notes(f"model.name={tiny}/checkpoints/step_5") == []
+    assert lr_notes(f"model.name={run('chained', str(tiny))}") == []
+    assert len(lr_notes(f"model.name={run('smol', 'my/model')}")) == 1
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "recipe.yaml").write_text(": not yaml [")
+    assert len(lr_notes(f"model.name={tmp_path / 'broken'}")) == 1
+
+
 def test_bf16_note_only_on_a_cpu_without_bf16_units(monkeypatch):
     def notes(slow, *sets):
         monkeypatch.setattr(precision, "slow_bf16_on_cpu", lambda: slow)
