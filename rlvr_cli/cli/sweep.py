@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 
 import typer
 from rich.markup import escape
@@ -12,19 +14,24 @@ from rlvr_cli.errors import RunFailed, UserError
 
 
 def sweep(
-    spec: str = typer.Argument(..., help="Sweep spec (YAML): base recipe, arms, seeds, comparison."),
-    out: str | None = typer.Option(None, "--out", help="Directory of the runs (default: the spec's out, else runs/SPEC_NAME)."),
+    specs: list[str] = typer.Argument(..., help="Sweep spec(s) (YAML): base recipe, arms, seeds, comparison; several share one pool of slots."),
+    out: str | None = typer.Option(None, "--out", help="Directory of the runs (default: the spec's out, else runs/SPEC_NAME); one spec only."),
     jobs: int | None = typer.Option(None, "--jobs", min=1, help="Runs at once (default: local, the cores over each run's threads; ray, all, as the cluster places them)."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="Set every run's torch threads (its `threads` field)."),
+    overrides: list[str] = typer.Option([], "--set", help="FIELD=VALUE for every run, after the spec's own (repeatable), e.g. steps=10 for a quick pass."),
     backend: str = typer.Option("local", "--backend", help="local (processes on this machine) or ray (a Ray task per run)."),
     address: str | None = typer.Option(None, "--address", help="Ray cluster to join (HOST:PORT, ray://HOST:PORT, auto); default: start Ray here."),
+    scripts: list[str] = typer.Option([], "--script", help="NAME=COMMAND: a shell command run in one slot beside the runs (local only; repeatable), output in runs/scripts/NAME.log."),
+    no_continue: bool = typer.Option(False, "--no-continue", help="Train every run from step 0 (default: a run whose first steps another planned run computes starts as a copy of that run, continued with --resume)."),
+    no_fork_server: bool = typer.Option(False, "--no-fork-server", help="Start every local run as a fresh process (default: forked from a server with torch imported)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the runs (arm, seed, overrides, state) and exit."),
 ) -> None:
     """Train a spec's arms x seeds, skipping finished runs and resuming interrupted ones, then compare them.
 
     Example: rlvr sweep sweeps/clip.yaml --jobs 2
     """
-    from rlvr_cli.sweep.runner import run_sweep
+    from rlvr_cli.sweep.continuation import find_continuations
+    from rlvr_cli.sweep.runner import Script, run_sweeps
     from rlvr_cli.sweep.spec import load_plan
     from rlvr_cli.sweep.state import plan_states
 
@@ -34,40 +41,93 @@ def sweep(
         raise UserError(f"--backend {backend}: expected local or ray")
     if address is not None and backend != "ray":
         raise UserError("--address: only with --backend ray")
-    plan = load_plan(spec, out, threads)
-    states = plan_states(plan)
+    if out is not None and len(specs) > 1:
+        raise UserError(f"--out: one spec only (got {len(specs)}); each spec's `out` says where its runs go")
+    if scripts and backend != "local":
+        raise UserError("--script: only with --backend local")
+    script_list = []
+    for item in scripts:
+        name, sep, command = item.partition("=")
+        if not sep or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name) or not command.strip():
+            raise UserError(f"--script {item!r}: expected NAME=COMMAND (NAME letters, digits, . _ -)")
+        if any(s.name == name for s in script_list):
+            raise UserError(f"--script {name}: given twice")
+        script_list.append(Script(name, command, Path("runs") / "scripts" / f"{name}.log"))
+    plans = [load_plan(s, out, threads, overrides) for s in specs]
+    _check_distinct(plans)
+    states = [plan_states(p) for p in plans]
+    continues = {} if no_continue else find_continuations([r for p in plans for r in [*p.needs, *p.runs]])
     if dry_run:
-        console.print(_plan_table(plan, states))
+        for plan, st in zip(plans, states):
+            console.print(_plan_table(plan, st, continues))
+        for sc in script_list:
+            console.print(f"script {escape(sc.name)}: {escape(sc.command)}", highlight=False, soft_wrap=True)
         return
-    result = run_sweep(plan, states, backend, jobs, address)
-    console.print(_summary_table(result))
-    for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
-    if result.interrupted:
+    pool = run_sweeps(plans, states, backend, jobs, address, scripts=script_list, continuing=not no_continue,
+                      fork=not no_fork_server, compare=len(plans) > 1)
+    failed, outcomes = [], []
+    for plan, result in zip(plans, pool.results):
+        console.print(_summary_table(result, plan if len(plans) > 1 else None))
+        for note in result.notes:
+            console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
+        failed += [(plan, o) for o in result.failed]
+        outcomes += result.outcomes
+    for sc in pool.scripts:
+        console.print(f"script {escape(sc.name)}: {sc.result}" + (f" in {sc.seconds:.0f} s" if sc.seconds else "")
+                      + (f" ({escape(sc.detail)})" if sc.detail else ""), highlight=False, soft_wrap=True)
+    if pool.interrupted:
         console.print("interrupted: run the same command again to resume", highlight=False)
         raise typer.Exit(130)
-    if result.failed:
-        names = ", ".join(o.run.name for o in result.failed)
-        raise RunFailed(f"{len(result.failed)} of {len(result.outcomes)} run(s) failed ({names}); logs in "
-                        f"{plan.out / 'logs'}; run the same command again to resume them")
-    if plan.compare_out is not None:
-        _compare(plan)
+    bad_scripts = [sc.name for sc in pool.scripts if sc.result != "finished"]
+    bad_compares = [plans[i].spec_path for i, (rc, _) in pool.compared.items() if rc != 0]
+    if failed or bad_scripts or bad_compares:
+        said = []
+        if failed:
+            names = ", ".join(o.run.name if len(plans) == 1 else str(o.run.dir) for _, o in failed)
+            logs = ", ".join(sorted({str(p.out / "logs") for p, _ in failed}))
+            said.append(f"{len(failed)} of {len(outcomes)} run(s) failed ({names}); logs in {logs}")
+        if bad_scripts:
+            said.append(f"script(s) {', '.join(bad_scripts)} failed (logs in runs/scripts)")
+        if bad_compares:
+            said.append(f"the comparison of {', '.join(map(str, bad_compares))} failed (its logs/compare.log)")
+        raise RunFailed("; ".join(said) + "; run the same command again to resume")
+    if len(plans) == 1 and plans[0].compare_out is not None:
+        _compare(plans[0])
 
 
-def _plan_table(plan, states: dict[str, str]) -> Table:
+def _check_distinct(plans) -> None:
+    """Two specs of one invocation may not plan the same run directory (each would train it)."""
+    seen: dict = {}
+    for plan in plans:
+        for r in [*plan.needs, *plan.runs]:
+            d = r.dir.absolute()
+            if d in seen and seen[d] is not plan:
+                raise UserError(f"{plan.spec_path}: run {r.dir} is also planned by {seen[d].spec_path}; "
+                                "give one of them another `out`")
+            seen[d] = plan
+
+
+def _plan_table(plan, states: dict[str, str], continues: dict | None = None) -> Table:
     table = Table(title=f"rlvr sweep {plan.spec_path}: {len(plan.runs)} run(s) of {len(plan.arms)} arm(s) "
                         f"from {plan.runs[0].base if plan.runs else plan.spec.base} into {plan.out}")
     for col in ("arm", "seed", "run", "overrides", "state"):
         table.add_column(col, overflow="fold", justify="right" if col == "seed" else "left")
-    for r in plan.runs:
+    continues = continues or {}
+    for r in [*plan.needs, *plan.runs]:
         control = " (control)" if r.arm == plan.control and plan.compare_out is not None else ""
-        table.add_row(escape(r.arm + control), str(r.seed), escape(r.name), escape(" ".join(r.arm_overrides) or "-"),
-                      states[r.name])
+        state = states[r.name]
+        start = continues.get(r.dir) if state == "new" else None
+        if start is not None:
+            state += f" (from step {start.at} of {start.src})"
+        elif r.after:
+            state += f" (after {', '.join(map(str, r.after))})"
+        table.add_row(escape(r.arm + control), str(r.seed), escape(r.name if r.arm != "needs" else str(r.dir)),
+                      escape(" ".join(r.arm_overrides) or "-"), escape(state))
     return table
 
 
-def _summary_table(result) -> Table:
-    table = Table(title="rlvr sweep: " + ", ".join(
+def _summary_table(result, plan=None) -> Table:
+    table = Table(title=f"rlvr sweep{' ' + str(plan.spec_path) if plan is not None else ''}: " + ", ".join(
         f"{sum(o.result == k for o in result.outcomes)} {k}"
         for k in ("finished", "skipped", "failed", "interrupted", "not started")
         if any(o.result == k for o in result.outcomes)))

@@ -1,4 +1,8 @@
-"""The local backend: each run one `python -m rlvr_cli train` process on this machine, ``--jobs`` at a time.
+"""The local backend: each run one `rlvr train` process on this machine, ``--jobs`` at a time.
+
+By default each run is forked from a server that has torch imported (:mod:`rlvr_cli.sweep.forkserver`:
+the same process, log and numbers as a fresh `python -m rlvr_cli`, without paying the imports per run);
+``fork=False`` (`--no-fork-server`) starts each as a fresh process.
 
 A run's process starts in a session of its own, so the terminal's Ctrl-C reaches only the sweep, which
 then stops every run the same way: SIGINT to the run's process group (the trainer records the run as
@@ -34,6 +38,8 @@ class Job:
     gpus: float = 0
     env: dict[str, str] = field(default_factory=dict)
     """Added to the environment of the run's process (its thread count)."""
+    command: list[str] | None = None
+    """A whole command line instead of `python -m rlvr_cli ARGV` (a `--script` of the sweep)."""
 
 
 @contextmanager
@@ -50,80 +56,167 @@ def _sigint_unblocked():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def spawn(argv: list[str], log_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen, object]:
-    """Start `python -m rlvr_cli ARGV` in its own session, output appended to ``log_path`` under a header
-    line with the command. Raises OSError when the log cannot be written (a full disk, a bad path)."""
+def open_log(log_path: Path, shown: list[str]):
+    """The log file, opened for appending under a header line with the command. Raises OSError when it
+    cannot be written (a full disk, a bad path)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "a", encoding="utf-8")
     try:
-        log.write(f"== {shlex.join(['rlvr', *argv])}\n")
+        log.write(f"== {shlex.join(shown)}\n")
         log.flush()
+    except BaseException:
+        log.close()
+        raise
+    return log
+
+
+def spawn(argv: list[str], log_path: Path, env: dict[str, str],
+          command: list[str] | None = None) -> tuple[subprocess.Popen, object]:
+    """Start `python -m rlvr_cli ARGV` (or ``command``) in its own session, output appended to ``log_path``
+    under a header line with the command. Raises OSError when the log cannot be written."""
+    log = open_log(log_path, command or ["rlvr", *argv])
+    try:
         with _sigint_unblocked():
-            proc = subprocess.Popen([sys.executable, "-m", "rlvr_cli", *argv], stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env={**os.environ, **env}, start_new_session=True)
+            proc = subprocess.Popen(command or [sys.executable, "-m", "rlvr_cli", *argv], stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **env},
+                                    start_new_session=True)
     except BaseException:
         log.close()
         raise
     return proc, log
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def _signal_group(pid: int, sig: int) -> None:
     try:
-        os.killpg(proc.pid, sig)  # the run's own session: its torchrun and ranks too, nothing else
+        os.killpg(pid, sig)  # the run's own session: its torchrun and ranks too, nothing else
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def stop(procs: list[subprocess.Popen], grace: float = GRACE_S) -> None:
-    """SIGINT each process group, wait up to ``grace`` seconds for all, then SIGKILL what is left (at
-    once on a second Ctrl-C)."""
-    for p in procs:
-        if p.poll() is None:
-            _signal_group(p, signal.SIGINT)
+class _Spawned:
+    """A run started as a fresh process."""
+
+    def __init__(self, job: Job):
+        self.proc, self.log = spawn(job.argv, job.log, job.env, job.command)
+        self.pid = self.proc.pid
+
+    def poll(self) -> int | None:
+        rc = self.proc.poll()
+        if rc is not None:
+            self.log.close()
+        return rc
+
+
+class _Forked:
+    """A run forked from a server (:mod:`rlvr_cli.sweep.forkserver`); the server returns to the idle
+    ones when the run ends."""
+
+    def __init__(self, job: Job, server):
+        open_log(job.log, ["rlvr", *job.argv]).close()
+        self.server = server
+        self.pid = server.start(job.argv, str(job.log.absolute()), os.getcwd(), job.env)
+
+    def poll(self) -> int | None:
+        return self.server.ended()
+
+
+def stop(running: list, grace: float = GRACE_S) -> None:
+    """SIGINT each run's process group, wait up to ``grace`` seconds for all, then SIGKILL what is left
+    (at once on a second Ctrl-C)."""
+    left = [r for r in running if _poll(r) is None]
+    for r in left:
+        _signal_group(r.pid, signal.SIGINT)
     deadline = time.monotonic() + grace
     try:
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(p, signal.SIGKILL)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [r for r in left if _poll(r) is None]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                _signal_group(p, signal.SIGKILL)
-                p.wait()
+        for r in left:
+            _signal_group(r.pid, signal.SIGKILL)
+        for r in left:
+            while _poll(r) is None:
+                time.sleep(0.05)
+
+
+def _poll(r) -> int | None:
+    if getattr(r, "rc", None) is None:
+        try:
+            r.rc = r.poll()
+        except RuntimeError:  # its fork server died: the run went with it
+            r.rc = -signal.SIGKILL
+    return r.rc
 
 
 class LocalBackend:
-    """Runs jobs as child processes of the sweep."""
+    """Runs jobs as child processes of the sweep (forked from servers with ``fork``)."""
 
     name = "local"
 
-    def __init__(self):
-        self._running: dict[str, tuple[subprocess.Popen, object]] = {}
+    def __init__(self, fork: bool = False):
+        from rlvr_cli.sweep import forkserver
+
+        self.fork = fork and forkserver.available()
+        self._running: dict[str, object] = {}
+        self._idle: list = []
+        self._servers: list = []
+
+    def _server(self):
+        from rlvr_cli.sweep.forkserver import Server
+
+        if self._idle:
+            return self._idle.pop()
+        with _sigint_unblocked():
+            server = Server()
+        self._servers.append(server)
+        return server
 
     def start(self, job: Job) -> None:
-        self._running[job.name] = spawn(job.argv, job.log, job.env)
+        if self.fork and job.command is None:
+            server = self._server()
+            try:
+                self._running[job.name] = _Forked(job, server)
+            except OSError:
+                self._idle.append(server)
+                raise
+            except RuntimeError as e:  # the server died before forking: a fresh process instead
+                self._servers.remove(server)
+                job.log.parent.mkdir(parents=True, exist_ok=True)
+                with open(job.log, "a", encoding="utf-8") as f:
+                    f.write(f"(fork server: {e}; starting a fresh process)\n")
+                self._running[job.name] = _Spawned(job)
+        else:
+            self._running[job.name] = _Spawned(job)
+
+    def _release(self, r) -> None:
+        """An ended run's server back to the idle ones, if it is still alive."""
+        if isinstance(r, _Forked) and r.rc is not None and r.server.proc.poll() is None:
+            self._idle.append(r.server)
 
     def poll(self) -> list[tuple[str, int | None, str | None]]:
         """(name, exit status, None) of every job that ended since the last call."""
         ended = []
-        for name, (proc, log) in list(self._running.items()):
-            rc = proc.poll()
+        for name, r in list(self._running.items()):
+            rc = _poll(r)
             if rc is not None:
-                log.close()
                 del self._running[name]
+                self._release(r)
                 ended.append((name, rc, None))
         return ended
 
     def interrupt(self, grace: float = GRACE_S) -> list[str]:
         """Stop every running job (each stays resumable); returns their names."""
         names = list(self._running)
-        stop([p for p, _ in self._running.values()], grace)
-        for proc, log in self._running.values():
-            log.close()
+        stop(list(self._running.values()), grace)
+        for r in self._running.values():
+            if isinstance(r, _Spawned):
+                r.log.close()
+            self._release(r)
         self._running.clear()
         return names
 
     def close(self) -> None:
         self.interrupt()
+        for server in self._servers:
+            server.close()
+        self._servers, self._idle = [], []

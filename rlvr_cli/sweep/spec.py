@@ -1,6 +1,8 @@
 """The sweep spec: a base recipe, arms (named variants and/or a grid), seeds, and the comparison.
 
     base: dr_grpo                      # a shipped recipe or a file (relative to this spec)
+    needs:                             # optional: runs trained first (e.g. a warm start the arms load)
+      - {recipe: base.yaml, out: runs/my_base}
     set: [model.name=builtin:tiny]     # --set overrides for every run
     steps: 100                         # optional: every run's steps
     seeds: 3                           # 0, 1, 2 (or a list: [0, 4, 7])
@@ -8,6 +10,8 @@
       - name: control
       - name: clip_higher
         set: [loss.clip.eps_high=0.28]
+      - name: dapo
+        recipe: dapo                   # an arm may start from its own recipe instead of `base`
     grid:                              # and/or a grid: every combination is an arm
       optim.lr: [1.0e-5, 3.0e-5]
     compare: {control: control}
@@ -15,8 +19,10 @@
 Arms are the variants crossed with the grid points (either alone when the other is absent); a grid
 point's name is ``<last key component><value>`` joined by ``_`` (``lr1.0e-05``), after the variant's
 name when both are given (``control_lr1.0e-05``). Each run is ``<arm>-seed<k>``, trained with the
-overrides ``[*set, steps=N, *arm, name=<arm>, seed=k]`` (the arm's name is the run's recipe name); the
-comparison labels each variant by its arm (`--label-by dir`) unless the spec says otherwise.
+overrides ``[*set, steps=N, *arm, name=<arm>, seed=k]`` (the arm's name is the run's recipe name, unless
+``recipe_names: true`` keeps each recipe's own); the comparison labels each variant by its arm
+(`--label-by dir`) unless the spec says otherwise. A run listed under ``needs:`` is trained before any
+arm's run starts (once, with its recipe's own seed), and the arms fail without starting if it fails.
 
 Expansion loads every arm's recipe exactly as `rlvr train` will, so an unknown field or value is
 refused before anything runs, as ``spec.yaml:LINE: arm NAME: field: problem`` (exit 2).
@@ -31,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.recipe.load import (
@@ -56,6 +62,8 @@ class _Strict(BaseModel):
 class Variant(_Strict):
     name: str
     """The arm's name; its runs are `<name>-seed<k>`."""
+    recipe: str | None = None
+    """The arm's own base recipe (a shipped name or a file relative to the spec) instead of the spec's `base`."""
     set: list[str] = []
     """`--set` overrides of this arm (FIELD=VALUE), applied after the spec's own `set`."""
 
@@ -82,9 +90,17 @@ class Comparison(_Strict):
     """The control arm (default: the first arm); passed to the comparison once it takes one."""
 
 
+class Need(_Strict):
+    recipe: str
+    """The prerequisite's recipe: a shipped name or a file relative to the spec."""
+    out: str
+    """Its run directory, relative to the working directory (where the arms' recipes look for it)."""
+
+
 class SweepSpec(_Strict):
-    base: str
-    """The base recipe: a shipped recipe's name or a file (relative to the spec's directory)."""
+    base: str | None = None
+    """The base recipe: a shipped recipe's name or a file (relative to the spec's directory); may be left
+    out when every variant names its own `recipe`."""
     set: list[str] = []
     """`--set` overrides for every run."""
     steps: int | None = Field(None, ge=1)
@@ -103,6 +119,10 @@ class SweepSpec(_Strict):
     """Where the run directories go (default runs/<spec name>), relative to the working directory (unlike `base`); `--out` overrides it."""
     compare: Comparison | None = Comparison()
     """The comparison after the runs; null for none."""
+    needs: list[Need] = []
+    """Runs trained before any arm (e.g. a warm start the arms' recipes name as their model)."""
+    recipe_names: bool = False
+    """Keep each run's recipe `name` (default: the arm's name becomes it)."""
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -131,6 +151,12 @@ class SweepSpec(_Strict):
             raise ValueError(f"{', '.join(empty)}: give at least one value")
         return v
 
+    @model_validator(mode="after")
+    def _a_base_for_every_arm(self):
+        if self.base is None and (not self.variants or any(v.recipe is None for v in self.variants)):
+            raise ValueError("base: required unless every variant names its own `recipe`")
+        return self
+
     @property
     def seed_list(self) -> list[int]:
         return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
@@ -150,6 +176,9 @@ class Arm:
     overrides: list[Override]
     line: int
     """The spec line that defines the arm (its variant entry, else the grid)."""
+    recipe: str | None = None
+    """The variant's own recipe (None: the spec's base)."""
+    recipe_line: int = 1
 
 
 @dataclass
@@ -167,6 +196,8 @@ class PlannedRun:
     """The arm's own items among them (what sets this arm apart)."""
     recipe: Recipe
     """The recipe resolved exactly as the run's `rlvr train` resolves it."""
+    after: list[Path] = field(default_factory=list)
+    """Run directories that must finish before this run starts (the spec's `needs`, or the run it continues)."""
 
 
 @dataclass
@@ -180,6 +211,8 @@ class Plan:
     compare_out: Path | None
     """None when the spec asks for no comparison."""
     arm_lines: dict[str, int] = field(default_factory=dict)
+    needs: list[PlannedRun] = field(default_factory=list)
+    """The spec's `needs`: trained before every run in ``runs``."""
 
     def where(self, arm: str) -> str:
         """`spec.yaml:LINE: arm NAME` for messages about an arm."""
@@ -259,18 +292,19 @@ def _grid_points(spec: SweepSpec, origins: dict) -> list[tuple[str, list[Overrid
 def _arms(path: Path, spec: SweepSpec, origins: dict, base_name: str) -> list[Arm]:
     """Variants x grid points, refusing duplicate names and overrides of what the sweep sets itself."""
     variants = [(v.name, [Override(s, _line(origins, ("variants", i, "set", j))) for j, s in enumerate(v.set)],
-                 _line(origins, ("variants", i))) for i, v in enumerate(spec.variants)]
+                 _line(origins, ("variants", i)), (v.recipe, _line(origins, ("variants", i, "recipe"))))
+                for i, v in enumerate(spec.variants)]
     if not variants:
-        variants = [("", [], _line(origins, ("grid",), _line(origins, ("base",))))]
+        variants = [("", [], _line(origins, ("grid",), _line(origins, ("base",))), (None, 1))]
     arms, seen, problems = [], {}, []
-    for (vname, vsets, vline), (gname, gsets) in itertools.product(variants, _grid_points(spec, origins)):
+    for (vname, vsets, vline, vrecipe), (gname, gsets) in itertools.product(variants, _grid_points(spec, origins)):
         name = "_".join(p for p in (vname, gname) if p) or base_name
         line = vline if vname else _line(origins, ("grid",), vline)
         if name in seen:
             problems.append(f"{path}:{line}: arm {name}: the name is given twice (first at line {seen[name]})")
             continue
         seen[name] = line
-        arms.append(Arm(name, [*vsets, *gsets], line))
+        arms.append(Arm(name, [*vsets, *gsets], line, *vrecipe))
     for arm in arms:
         for o in arm.overrides:
             key = o.item.split("=", 1)[0].strip()
@@ -304,48 +338,80 @@ def _load(base_path: Path, overrides: list[Override], path: Path, label: str, li
         raise UserError(lines) from None
 
 
-def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int | None = None) -> Plan:
+def _find(ref: str, path: Path, line: int, field_name: str) -> tuple[Path, str]:
+    """(the recipe file, the reference as `rlvr train` is given it: a shipped name, or the absolute file)."""
+    try:
+        found = find_recipe(ref, relative_to=path.parent).resolve()
+    except UserError as e:
+        raise UserError(f"{path}:{line}: {field_name}: {e.problems[0]}") from None
+    is_file = (path.parent / ref).is_file() or Path(ref).is_file()  # else a shipped name (find_recipe)
+    return found, (str(found) if is_file else ref.removesuffix(".yaml"))
+
+
+def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int | None = None,
+              sets: list[str] = ()) -> Plan:
     """Read, validate and expand a sweep spec into its runs (every run's recipe resolved).
 
-    ``out`` overrides the spec's `out`; ``threads`` sets every run's `threads` (`--threads`)."""
+    ``out`` overrides the spec's `out`; ``threads`` sets every run's `threads` (`--threads`); ``sets`` are
+    `--set` overrides of every run after the spec's own (`rlvr sweep --set`), the `needs` included."""
     path = Path(spec_path)
     data, origins = _read(path)
     spec = _validate(path, data, origins)
-    try:
-        base_path = find_recipe(spec.base, relative_to=path.parent)
-    except UserError as e:
-        raise UserError(f"{path}:{_line(origins, ('base',))}: base: {e.problems[0]}") from None
-    base_path = base_path.resolve()
-    is_file = (path.parent / spec.base).is_file() or Path(spec.base).is_file()  # else a shipped name (find_recipe)
-    base_ref = str(base_path) if is_file else spec.base.removesuffix(".yaml")
+    base_line = _line(origins, ("base",))
+    base = _find(spec.base, path, base_line, "base") if spec.base is not None else None
 
     common = [Override(s, _line(origins, ("set", i))) for i, s in enumerate(spec.set)]
     if spec.steps is not None:
         common.append(Override(f"steps={spec.steps}", _line(origins, ("steps",))))
-    _load(base_path, common, path, f"base {spec.base}", _line(origins, ("base",)))
+    extra = [Override(s, 0) for s in sets] + ([Override(f"threads={threads}", 0)] if threads is not None else [])
+    if base is not None:
+        _load(base[0], common, path, f"base {spec.base}", base_line)
 
-    arms = _arms(path, spec, origins, _token(base_path.stem))
+    arms = _arms(path, spec, origins, _token(base[0].stem) if base is not None else "arm")
     seeds = spec.seed_list
     seeds_line = _line(origins, ("seeds",), 1)
     runs, problems = [], []
     for arm in arms:
-        head = [*common, *arm.overrides, Override(f"name={arm.name}", arm.line)]
+        try:
+            arm_path, arm_ref = base if arm.recipe is None else _find(arm.recipe, path, arm.recipe_line,
+                                                                     f"arm {arm.name}: recipe")
+        except UserError as e:
+            problems += e.problems
+            continue
+        named = [] if spec.recipe_names else [Override(f"name={arm.name}", arm.line)]
+        head = [*common, *arm.overrides, *named]
         for k in seeds:
-            sets = [*head, Override(f"seed={k}", seeds_line)]
-            sets += [Override(f"threads={threads}", arm.line)] if threads is not None else []
+            items = [*head, Override(f"seed={k}", seeds_line), *[Override(o.item, o.line or arm.line) for o in extra]]
             try:
-                recipe = _load(base_path, sets, path, f"arm {arm.name}", arm.line)
+                recipe = _load(arm_path, items, path, f"arm {arm.name}", arm.line)
             except UserError as e:
                 problems += e.problems
                 break  # the arm's other seeds have the same problem
-            runs.append(PlannedRun(arm.name, k, f"{arm.name}-seed{k}", Path(), base_ref, [o.item for o in sets],
+            runs.append(PlannedRun(arm.name, k, f"{arm.name}-seed{k}", Path(), arm_ref, [o.item for o in items],
                                    [o.item for o in arm.overrides], recipe))
+    needs = []
+    for i, need in enumerate(spec.needs):
+        line = _line(origins, ("needs", i))
+        try:
+            need_path, need_ref = _find(need.recipe, path, _line(origins, ("needs", i, "recipe"), line), f"needs[{i}].recipe")
+            items = [Override(o.item, line) for o in extra]
+            recipe = _load(need_path, items, path, f"needs[{i}]", line)
+        except UserError as e:
+            problems += e.problems
+            continue
+        needs.append(PlannedRun("needs", recipe.seed, Path(need.out).name, Path(need.out), need_ref,
+                                [o.item for o in items], [], recipe))
     if problems:
         raise UserError(problems)
 
     out_dir = Path(out if out is not None else spec.out if spec.out is not None else Path("runs") / path.stem)
     for r in runs:
         r.dir = out_dir / r.name
+        r.after = [n.dir for n in needs]
+    clash = sorted({n.name for n in needs} & {r.name for r in runs})
+    if clash or len({n.name for n in needs}) < len(needs):
+        raise UserError(f"{path}:{_line(origins, ('needs',))}: needs: a prerequisite's directory name "
+                        f"{(clash or [n.name for n in needs])[0]!r} is also another run's; give it another `out`")
     names = [a.name for a in arms]
     control, compare_out = names[0], None
     if spec.compare is not None:
@@ -355,4 +421,4 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
                                 f"{spec.compare.control!r} is not an arm (arms: {', '.join(names)})")
             control = spec.compare.control
         compare_out = Path(spec.compare.out) if spec.compare.out is not None else out_dir / "compare"
-    return Plan(path, spec, out_dir, runs, names, control, compare_out, {a.name: a.line for a in arms})
+    return Plan(path, spec, out_dir, runs, names, control, compare_out, {a.name: a.line for a in arms}, needs)

@@ -4,7 +4,8 @@
 - ``finished``: trained with this recipe to its steps: skip it.
 - ``extend``: finished with fewer steps than the spec now asks: continue it with `--resume` (the
   trainer allows that only where the longer run computes the same first steps, and refuses otherwise).
-- ``resume``: started and not finished (interrupted, failed, killed): continue it with `--resume`.
+- ``resume``: started and not finished (interrupted, failed, killed), or a copy of another run to be
+  continued (sweep/continuation.py): continue it with `--resume`.
 
 A run directory whose saved recipe differs from the newly resolved one in anything that changes what
 is computed is a conflict: the sweep refuses before anything runs, naming the arm, rather than mix two
@@ -90,6 +91,8 @@ def run_state(run: PlannedRun, disk: OnDisk) -> tuple[str, list[str]]:
     """(state, the differences that make it a conflict: empty unless state is ``conflict``)."""
     if disk.recipe is None:
         return "new", []
+    if disk.status == "copied":  # another run's steps, to be continued (sweep/continuation.py): the trainer checks
+        return "resume", []
     if not disk.recipe:
         return "conflict", [f"{run.dir}/recipe.yaml: cannot be read as a recipe"]
     finished = disk.status == "finished"
@@ -111,7 +114,7 @@ def plan_states(plan: Plan) -> dict[str, str]:
     """Every run's state by run name; raises UserError naming the arm of every run a changed spec
     would change (nothing has run yet)."""
     states, problems = {}, []
-    for run in plan.runs:
+    for run in [*plan.needs, *plan.runs]:
         state, diffs = run_state(run, read_run(run.dir))
         if state == "conflict":
             shown = "; ".join(diffs[:3]) + (f"; and {len(diffs) - 3} more" if len(diffs) > 3 else "")
