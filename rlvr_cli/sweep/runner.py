@@ -366,7 +366,8 @@ def run_plans(plans: list[Plan], states: list[dict[str, str]], backend, jobs: in
                     ready = [it for it in pending if all(d in finished for d in it.after)]
                     if not ready:
                         break
-                    it = next((x for x in ready if x.after), ready[0])  # what waited on another run first
+                    # what waited on another run (a prerequisite, the run it continues) first; a model build is no such wait
+                    it = next((x for x in ready if any(not str(d).startswith("build:") for d in x.after)), ready[0])
                     pending.remove(it)
                     if it.script is not None:
                         job = _start_script(it.script, it.key, backend, view)
