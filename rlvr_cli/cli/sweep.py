@@ -31,7 +31,7 @@ def sweep(
     Example: rlvr sweep sweeps/clip.yaml --jobs 2
     """
     from rlvr_cli.sweep.continuation import find_continuations
-    from rlvr_cli.sweep.runner import Script, run_sweeps
+    from rlvr_cli.sweep.runner import Options, Script, run_sweeps
     from rlvr_cli.sweep.spec import load_plan
     from rlvr_cli.sweep.state import plan_states
 
@@ -63,8 +63,8 @@ def sweep(
         for sc in script_list:
             console.print(f"script {escape(sc.name)}: {escape(sc.command)}", highlight=False, soft_wrap=True)
         return
-    pool = run_sweeps(plans, states, backend, jobs, address, scripts=script_list, continuing=not no_continue,
-                      fork=not no_fork_server, compare=len(plans) > 1)
+    options = Options(continuing=not no_continue, fork=not no_fork_server, compare=len(plans) > 1)
+    pool = run_sweeps(plans, states, backend, jobs, address, script_list, options)
     failed, outcomes = [], []
     for plan, result in zip(plans, pool.results):
         console.print(_summary_table(result, plan if len(plans) > 1 else None))

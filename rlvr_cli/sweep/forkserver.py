@@ -72,9 +72,9 @@ def _child(req: dict) -> None:
         os.chdir(req["cwd"])
         os.environ.update(req.get("env") or {})
         sys.argv = ["rlvr", *req["argv"]]
-        from rlvr_cli.cli import main
+        import runpy
 
-        main(req["argv"])
+        runpy.run_module("rlvr_cli", run_name="__main__", alter_sys=True)  # what `python -m rlvr_cli` runs
         code = 0
     except SystemExit as e:
         code = _exit_code(e)

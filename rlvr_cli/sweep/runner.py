@@ -481,31 +481,42 @@ def default_jobs(plans: Plan | list[Plan], backend: str) -> int:
     return max(1, cores // widest)
 
 
+@dataclass
+class Options:
+    """How :func:`run_sweeps` runs its plans (the `rlvr sweep` flags)."""
+
+    continuing: bool = True
+    """Start a run that another planned run's steps begin from them (sweep/continuation.py)."""
+    fork: bool = True
+    """Local runs forked from a warm server (sweep/forkserver.py), else fresh processes."""
+    compare: bool = False
+    """Compare each plan in the pool as soon as its runs have finished (else the caller compares)."""
+    timeout: float | None = None
+    """Seconds to wait for a Ray address to answer (default ray_backend.CONNECT_TIMEOUT_S)."""
+
+
 def run_sweeps(plans: list[Plan], states: list[dict[str, str]], backend: str = "local", jobs: int | None = None,
-               address: str | None = None, timeout: float | None = None, scripts: list[Script] = (),
-               continuing: bool = True, fork: bool = True, compare: bool = False) -> PoolResult:
+               address: str | None = None, scripts: list[Script] = (), options: Options = Options()) -> PoolResult:
     """Open the backend, run the plans (and scripts) through one pool, close the backend (a Ray instance
-    this started is shut down). With ``continuing``, a run that another planned run's steps start
-    (sweep/continuation.py) is made from them."""
+    this started is shut down)."""
     from rlvr_cli.sweep.continuation import find_continuations
 
     idle = all(s == "finished" for st in states for s in st.values()) and not scripts
-    b = None if idle else open_backend(backend, address, timeout, fork)
+    b = None if idle else open_backend(backend, address, options.timeout, options.fork)
     runs = [r for p in plans for r in [*p.needs, *p.runs]]
     try:
         return run_plans(plans, states, b, jobs or default_jobs(plans, backend), scripts,
-                         find_continuations(runs) if continuing else None, compare, build=backend == "local")
+                         find_continuations(runs) if options.continuing else None, options.compare,
+                         build=backend == "local")
     finally:
         if b is not None:
             b.close()
 
 
 def run_sweep(plan: Plan, states: dict[str, str], backend: str = "local", jobs: int | None = None,
-              address: str | None = None, timeout: float | None = None, continuing: bool = True,
-              fork: bool = True) -> SweepResult:
+              address: str | None = None, options: Options = Options()) -> SweepResult:
     """:func:`run_sweeps` of one plan, compared by the caller."""
-    return run_sweeps([plan], [states], backend, jobs, address, timeout, continuing=continuing,
-                      fork=fork).results[0]
+    return run_sweeps([plan], [states], backend, jobs, address, options=options).results[0]
 
 
 def compare_kwargs(plan: Plan) -> dict:
