@@ -46,6 +46,7 @@ GOLDEN: dict[str, tuple[str, list[str]]] = {
 
 
 def _rows(run: Path) -> dict:
+    from rlvr_cli import rundir
     from rlvr_cli.train.rundir import RunDir
 
     metrics = [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(run).read_metrics()]
@@ -53,7 +54,8 @@ def _rows(run: Path) -> dict:
     for f in sorted((run / "eval").glob("step_*.json")):
         e = json.loads(f.read_text())
         evals[str(e["step"])] = {k: v for k, v in e.items() if k not in TIMING and k not in ("model", "reused")}
-    return {"metrics": metrics, "eval": evals}
+    base = rundir.read_status(run).get("base_weights")
+    return {"metrics": metrics, "eval": evals, **({"base_weights": base} if base else {})}
 
 
 def comparable(recorded: dict, got: dict) -> tuple[dict, dict]:
