@@ -496,11 +496,12 @@ class Options:
 
 
 def run_sweeps(plans: list[Plan], states: list[dict[str, str]], backend: str = "local", jobs: int | None = None,
-               address: str | None = None, scripts: list[Script] = (), options: Options = Options()) -> PoolResult:
+               address: str | None = None, scripts: list[Script] = (), options: Options | None = None) -> PoolResult:
     """Open the backend, run the plans (and scripts) through one pool, close the backend (a Ray instance
     this started is shut down)."""
     from rlvr_cli.sweep.continuation import find_continuations
 
+    options = options or Options()
     idle = all(s == "finished" for st in states for s in st.values()) and not scripts
     b = None if idle else open_backend(backend, address, options.timeout, options.fork)
     runs = [r for p in plans for r in [*p.needs, *p.runs]]
@@ -514,7 +515,7 @@ def run_sweeps(plans: list[Plan], states: list[dict[str, str]], backend: str = "
 
 
 def run_sweep(plan: Plan, states: dict[str, str], backend: str = "local", jobs: int | None = None,
-              address: str | None = None, options: Options = Options()) -> SweepResult:
+              address: str | None = None, options: Options | None = None) -> SweepResult:
     """:func:`run_sweeps` of one plan, compared by the caller."""
     return run_sweeps([plan], [states], backend, jobs, address, options=options).results[0]
 

@@ -333,6 +333,8 @@ def _load(base_path: Path, overrides: list[Override], path: Path, label: str, li
             item = next((i for i in by_item if p.startswith(f"--set {i}: ")), None)
             if item is None:
                 lines.append(f"{path}:{line}: {label}: {p}")
+            elif by_item[item] == 0:  # the command line's --set: said as the command line gave it
+                lines.append(p)
             else:
                 lines.append(f"{path}:{by_item[item]}: {label}: {p[len(f'--set {item}: '):]}")
         raise UserError(lines) from None
@@ -364,6 +366,7 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
     if spec.steps is not None:
         common.append(Override(f"steps={spec.steps}", _line(origins, ("steps",))))
     extra = [Override(s, 0) for s in sets] + ([Override(f"threads={threads}", 0)] if threads is not None else [])
+    """The command line's overrides (line 0: a problem with one is said as `--set ITEM: ...`)."""
     if base is not None:
         _load(base[0], common, path, f"base {spec.base}", base_line)
 
@@ -381,7 +384,7 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
         named = [] if spec.recipe_names else [Override(f"name={arm.name}", arm.line)]
         head = [*common, *arm.overrides, *named]
         for k in seeds:
-            items = [*head, Override(f"seed={k}", seeds_line), *[Override(o.item, o.line or arm.line) for o in extra]]
+            items = [*head, Override(f"seed={k}", seeds_line), *extra]
             try:
                 recipe = _load(arm_path, items, path, f"arm {arm.name}", arm.line)
             except UserError as e:
@@ -394,7 +397,7 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
         line = _line(origins, ("needs", i))
         try:
             need_path, need_ref = _find(need.recipe, path, _line(origins, ("needs", i, "recipe"), line), f"needs[{i}].recipe")
-            items = [Override(o.item, line) for o in extra]
+            items = list(extra)
             recipe = _load(need_path, items, path, f"needs[{i}]", line)
         except UserError as e:
             problems += e.problems
@@ -402,7 +405,7 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
         needs.append(PlannedRun("needs", recipe.seed, Path(need.out).name, Path(need.out), need_ref,
                                 [o.item for o in items], [], recipe))
     if problems:
-        raise UserError(problems)
+        raise UserError(sorted(set(problems), key=problems.index))  # a bad --set is said once, not per arm
 
     out_dir = Path(out if out is not None else spec.out if spec.out is not None else Path("runs") / path.stem)
     for r in runs:

@@ -78,7 +78,9 @@ def test_a_run_with_reference_resets_starts_from_the_run_without_them_and_equals
     assert metrics(runs / "reset-seed0") == metrics(fresh) and evals(runs / "reset-seed0") == evals(fresh)
     assert metrics(runs / "plain-seed0") != metrics(fresh)  # the source was left as it was
     assert (runs / "plain-seed0" / "checkpoints" / "step_6").is_dir()
-    assert not (runs / "reset-seed0" / "checkpoints" / "step_6.copied").exists()
+    record = next(r for r in json.loads((runs / "sweep.json").read_text())["runs"] if r["name"] == "reset-seed0")
+    assert record["copied"].startswith(f"cp -r {runs / 'plain-seed0'} {runs / 'reset-seed0'} && rm -r "
+                                       f"{runs / 'reset-seed0' / 'checkpoints' / 'step_6'}")
 
 
 def test_runs_that_differ_in_more_than_steps_or_would_evaluate_differently_are_not_continued(tmp_path):

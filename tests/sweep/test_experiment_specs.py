@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.sweep.continuation import Start, find_continuations
+from rlvr_cli.sweep.continuation import find_continuations
 from rlvr_cli.sweep.spec import load_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +49,14 @@ def test_needs_are_planned_first_every_arm_waits_for_them_and_set_reaches_them(t
         load_plan(spec)
 
 
+def test_a_bad_command_line_set_is_said_once_as_the_command_line_gave_it(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("base: grpo\nseeds: 2\nvariants:\n  - name: a\n  - name: b\n")
+    with pytest.raises(UserError) as e:
+        load_plan(spec, sets=["bogus.x=1"])
+    assert e.value.problems == ["--set bogus.x=1: bogus: unknown field (not in the schema; check the spelling)"]
+
+
 def test_several_specs_may_not_plan_one_directory_and_out_and_script_are_checked(tmp_path, cli):
     for name in ("a", "b"):
         (tmp_path / f"{name}.yaml").write_text(f"base: grpo\nout: {tmp_path / 'same'}\n")
@@ -75,4 +83,3 @@ def test_the_experiments_plan_what_results_holds_and_continue_the_same_twelve_ru
             (("collapse", "baseline"), ("clip_higher", "clip_higher"), ("kl_loss", "kl_loss")) for k in (0, 1, 2)}
     want |= {f"{p}/reset-seed{k}": (f"{p}/no_reset-seed{k}", 100) for k in (0, 1, 2)}
     assert found == want
-    assert all(isinstance(v, Start) for v in find_continuations(runs).values())
