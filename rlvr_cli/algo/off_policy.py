@@ -69,21 +69,19 @@ def decoupled_ppo_loss(
     behaviour_logp: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
+    eps: tuple[float, float] = (0.2, 0.2),
     mode: str = "token_mask",
     cap: float = 2.0,
-    cap_low: float | None = None,
 ) -> tuple[torch.Tensor, SurrogateOut, ISCorrection]:
     """Per-token decoupled PPO loss -w_t * min(u_t A, clip(u_t) A) (AReaL, arXiv 2505.24298 §5; module docstring).
 
     ``logp`` (B, T) pi_theta with gradient, ``prox_logp`` / ``behaviour_logp`` (B, T) no gradient,
-    ``advantages`` (B, 1) or (B, T), ``mask`` (B, T); the weight pi_prox / pi_b by ``mode`` of
-    :data:`rlvr_cli.algo.is_correction.IS_MODES` with ``cap`` (AReaL: token_mask; verl: token_truncate).
-    Example: u = 1.5, A = 1, w = 3, token_truncate cap 2 -> loss -2 * 1.2 = -2.4.
+    ``advantages`` (B, 1) or (B, T), ``mask`` (B, T); ``eps`` = (eps_low, eps_high) of the clip; the weight
+    pi_prox / pi_b by ``mode`` of :data:`rlvr_cli.algo.is_correction.IS_MODES` with ``cap`` (AReaL: token_mask;
+    verl: token_truncate; no lower cap, as AReaL). Example: u = 1.5, A = 1, w = 3, token_truncate cap 2 -> -2.4.
     """
-    sur = clipped_surrogate(token_log_ratio(logp, prox_logp, mask), advantages, eps_low, eps_high)
-    weights = is_correction_weights(prox_logp, behaviour_logp, mask, mode, cap, cap_low)
+    sur = clipped_surrogate(token_log_ratio(logp, prox_logp, mask), advantages, *eps)
+    weights = is_correction_weights(prox_logp, behaviour_logp, mask, mode, cap)
     return sur.loss * weights.weights, sur, weights
 
 

@@ -24,7 +24,7 @@ def test_decoupled_ppo_by_hand(mode, weights):
     # token 1: A = +1, u = 1.5 clipped at 1.2: PPO loss -1.2, times w = 3 -> masked (0) at cap 2, or 2 -> -2.4
     # token 2: u = 0.9 inside the band: -0.9, times w = 0.5 -> -0.45
     logp = LOGP.clone().requires_grad_(True)
-    loss, sur, w = decoupled_ppo_loss(logp, PROX, BEHAV, torch.tensor([[1.0]]), MASK, 0.2, 0.2, mode, cap=2.0)
+    loss, sur, w = decoupled_ppo_loss(logp, PROX, BEHAV, torch.tensor([[1.0]]), MASK, (0.2, 0.2), mode, cap=2.0)
     assert w.weights[0, :2].tolist() == pytest.approx(weights)
     assert loss[0, :2].tolist() == pytest.approx([-1.2 * weights[0], -0.9 * 0.5])
     assert sur.clipped_high.tolist() == [[True, False, False]]
@@ -38,7 +38,7 @@ def test_decoupled_ppo_is_the_trainers_recompute_with_is_correction():
     pi_old / pi_sampler on the token loss -- exactly the decoupled loss."""
     r = load_recipe("grpo", ["rollout.old_logprobs=recompute", "rollout.is_correction.mode=token_truncate",
                              "rollout.is_correction.cap=2", "kl.placement=none", "rollout.staleness.max=2"])
-    loss, _, w = decoupled_ppo_loss(LOGP, PROX, BEHAV, torch.tensor([[1.0]]), MASK, 0.2, 0.2, "token_truncate", 2.0)
+    loss, _, w = decoupled_ppo_loss(LOGP, PROX, BEHAV, torch.tensor([[1.0]]), MASK, (0.2, 0.2), "token_truncate", 2.0)
     got, _ = token_loss(r, LOGP, torch.zeros_like(LOGP), LossInputs(PROX, None, torch.tensor([[1.0]]), MASK, w.weights))
     assert torch.equal(got, loss)
 
