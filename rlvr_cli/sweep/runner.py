@@ -249,18 +249,16 @@ def _plan_done(items: list[_Item], i: int) -> bool:
 
 
 def _builds(plans: list[Plan], states: list[dict[str, str]]) -> dict[str, Script]:
-    """A build job for every warm-started built-in model that runs to be trained start from and that is not
-    cached yet: built once, in a slot, before its runs start (else the first run builds it and each other
-    run that starts meanwhile holds a slot waiting on the build's lock)."""
-    from rlvr_cli.models.builtin import WARM_START_RECIPES, warm_start_target
+    """A build job for every warm-started built-in model that runs to be trained start from and that is
+    neither shipped nor cached yet: built once, in a slot, before its runs start (else the first run builds
+    it and each other run that starts meanwhile holds a slot waiting on the build's lock)."""
+    from rlvr_cli.models.builtin import needs_training
 
     out = {}
     for plan, st in zip(plans, states):
         for r in [*plan.needs, *plan.runs]:
             ref = r.recipe.model.name
-            if (st[r.name] == "finished" or ref in out or not ref.startswith("builtin:")
-                    or ref.split(":", 1)[1] not in WARM_START_RECIPES
-                    or (warm_start_target(ref)[1] / "built.json").is_file()):
+            if st[r.name] == "finished" or ref in out or not needs_training(ref):
                 continue
             code = f"from rlvr_cli.warm_start import ensure_built; ensure_built({ref!r})"
             out[ref] = Script(f"build-{ref.split(':', 1)[1]}", f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}",
