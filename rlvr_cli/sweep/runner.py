@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.io import atomic_write_json
+from rlvr_cli.io import atomic_write_json, display_path
 from rlvr_cli.sweep.local import Job, LocalBackend, open_log
 from rlvr_cli.sweep.spec import Plan, PlannedRun
 from rlvr_cli.sweep.state import read_run
@@ -433,8 +433,8 @@ def _record(plan: Plan, result: SweepResult) -> None:
     earlier = _earlier_records(plan.out / "sweep.json")
     runs = []
     for o in result.outcomes:
-        argv = train_argv(o.run, o.state, plan.spec.nproc)
-        entry = {"name": o.run.name, "arm": o.run.arm, "seed": o.run.seed, "dir": str(o.run.dir),
+        argv = [display_path(a) if os.path.isabs(a) else a for a in train_argv(o.run, o.state, plan.spec.nproc)]
+        entry = {"name": o.run.name, "arm": o.run.arm, "seed": o.run.seed, "dir": display_path(o.run.dir),
                  "command": shlex.join(["rlvr", *argv]), "state": o.state, "result": o.result,
                  "detail": o.detail, "step": o.step, "seconds": round(o.seconds, 1)}
         if o.copied:
@@ -447,7 +447,7 @@ def _record(plan: Plan, result: SweepResult) -> None:
                 entry["made_by"] = made
         runs.append(entry)
     try:
-        atomic_write_json(plan.out / "sweep.json", {"spec": str(plan.spec_path), "arms": plan.arms,
+        atomic_write_json(plan.out / "sweep.json", {"spec": display_path(plan.spec_path), "arms": plan.arms,
                                                     "control": plan.control, "interrupted": result.interrupted,
                                                     "runs": runs})
     except OSError as e:
