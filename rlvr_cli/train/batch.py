@@ -26,7 +26,8 @@ class Batch:
     response_ids: list[list[int]]
     sampler_logprobs: list[list[float]]
     supports: list
-    """Each row's sampling support (:class:`rlvr_cli.sampling.TokenSupport`) under top-k / top-p; empty without truncation."""
+    """Each row's sampling support (:class:`rlvr_cli.sampling.TokenSupport`) under top-k / top-p; empty
+    without truncation."""
     rewards: torch.Tensor
     """(B,) raw reward, before shaping."""
     term_values: torch.Tensor

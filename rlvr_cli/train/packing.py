@@ -63,7 +63,8 @@ def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int
         support = torch.stack([sp.padded(lr, k) for sp in supports])
     packed = Packed(ids, mask, positions, resp, resp_mask, support)
     if device is not None:
-        packed = Packed(*(t.to(device) if t is not None else None for t in (ids, mask, positions, resp, resp_mask, support)))
+        tensors = (ids, mask, positions, resp, resp_mask, support)
+        packed = Packed(*(t.to(device) if t is not None else None for t in tensors))
     return packed
 
 

@@ -20,11 +20,12 @@ One step (:func:`_train_step`):
                                                               -> :func:`.objective.token_loss`
      where remedy() is the top-entropy mask, Clip-Cov's cut or KL-Cov's penalty (their tokens chosen
      once per minibatch: :func:`.objective.token_selection`) and w_t the importance weight pi_old /
-     pi_sampler (rollout.is_correction) times M2PO's mask (off_policy.m2po, :mod:`.off_policy`). Each minibatch's normaliser and token choices are computed once over the minibatch, so
-     micro-batching (gradient accumulation) does not change the gradient. Zero-loss rows (token loss
-     0 whatever the weights: :func:`.objective.zero_loss_rows`) are forwarded without a backward, for
-     the statistics. A minibatch with no loss token (all truncated and masked) takes no optimiser
-     step; a non-finite one is skipped.
+     pi_sampler (rollout.is_correction) times M2PO's mask (off_policy.m2po, :mod:`.off_policy`). Each
+     minibatch's normaliser and token choices are computed once over the minibatch, so micro-batching
+     (gradient accumulation) does not change the gradient. Zero-loss rows (token loss 0 whatever the
+     weights: :func:`.objective.zero_loss_rows`) are forwarded without a backward, for the statistics.
+     A minibatch with no loss token (all truncated and masked) takes no optimiser step; a non-finite
+     one is skipped.
   6. one metrics line (:mod:`.step_stats`); eval / checkpoint on their cadence (:mod:`.loop`); ProRL
      reference reset.
 

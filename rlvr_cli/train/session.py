@@ -112,7 +112,8 @@ def _with_new_defaults(saved: dict) -> dict:
     def fill(have, default):
         if not (isinstance(have, dict) and isinstance(default, dict)):
             return have
-        return {**{k: v for k, v in default.items() if k not in have}, **{k: fill(v, default.get(k)) for k, v in have.items()}}
+        added = {k: v for k, v in default.items() if k not in have}
+        return {**added, **{k: fill(v, default.get(k)) for k, v in have.items()}}
 
     return fill(saved, full)
 
