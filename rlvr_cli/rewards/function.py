@@ -5,14 +5,14 @@ The contract is TRL's (trl 1.16, ``GRPOTrainer._calculate_rewards``), so one fun
     f(prompts=[...], completions=[...], completion_ids=[[...], ...], answer=[...], <column>=[...], ...,
       trainer_state=..., log_extra=..., log_metric=...) -> list[float]     # one value per completion
 
-rlvr calls it once per prompt's group (the G responses of one prompt; in an evaluation its n samples),
-so every list holds that group. Prompts and completions are text, or with ``task.chat_template`` TRL's
-conversational form: the prompt's messages, and ``[{"role": "assistant", "content": text}]`` per
-completion. ``answer`` is the gold answer as the task's verifier reads it; a dataset task adds its
-``reward_columns`` under their own names; ``trainer_state.global_step`` is the rlvr step (0 in an
-evaluation); ``log_extra`` and ``log_metric`` accept TRL's logging calls and drop them. The function
-sees every completion, a truncated one too (``reward.truncated_is_incorrect`` zeroes only rlvr's own
-answer-based terms), as it would under TRL.
+rlvr calls it once per prompt's group (the G responses to one prompt of a training step), so every list
+holds that group; an evaluation, which measures correctness with the task's verifier, does not call it.
+Prompts and completions are text, or with ``task.chat_template`` TRL's conversational form: the
+prompt's messages, and ``[{"role": "assistant", "content": text}]`` per completion. ``answer`` is the
+gold answer as the task's verifier reads it; a dataset task adds its ``reward_columns`` under their own
+names; ``trainer_state.global_step`` is the rlvr step; ``log_extra`` and ``log_metric`` accept TRL's
+logging calls and drop them. The function sees every completion, a truncated one too
+(``reward.truncated_is_incorrect`` zeroes only rlvr's own answer-based terms), as it would under TRL.
 
 Where it runs: in a verifier worker (:mod:`rlvr_cli.rewards.pool`), which imports the module once when
 it starts, under the pool's hard limit ``reward.timeout_s`` per call and its memory limit. That bounds a
@@ -63,7 +63,7 @@ class TrainerState:
     """What rlvr passes as ``trainer_state``: the one field of transformers' ``TrainerState`` it has."""
 
     global_step: int
-    """The rlvr step being scored (0 in an evaluation)."""
+    """The rlvr step being scored."""
 
 
 def _log_extra(column: str, values: list) -> None:

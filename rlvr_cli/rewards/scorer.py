@@ -158,12 +158,13 @@ class Scorer:
             timeout = max(timeout, self.spec.code.timeout_s + STARTUP_ALLOWANCE_S + CODE_CLEANUP_MARGIN_S)
         return Check(name, response, reference, options_for(name, self.options), timeout)
 
-    def score(self, items: list[ScoreItem]) -> list[Score]:
-        """One Score per item, in order (see the module docstring)."""
+    def score(self, items: list[ScoreItem], functions: bool = True) -> list[Score]:
+        """One Score per item, in order (see the module docstring). ``functions=False`` leaves the user's
+        ``function`` terms out of ``terms`` and ``reward`` (an evaluation, which reads only correctness)."""
         with self._lock:
-            return self._score(items)
+            return self._score(items, functions)
 
-    def _score(self, items: list[ScoreItem]) -> list[Score]:
+    def _score(self, items: list[ScoreItem], functions: bool = True) -> list[Score]:
         checks: list[Check] = []
         index: dict[tuple[str, str, str], int] = {}
 
@@ -190,8 +191,8 @@ class Scorer:
             plans.append(plan)
 
         outcomes = run_checks(checks, _LazyPool(self._get_pool))
-        called = self._function_values(items)
-        return [self._assemble(item, plan, outcomes, {i: v[k] for i, v in called.items()})
+        called = self._function_values(items) if functions else {i: None for i, _ in self.functions}
+        return [self._assemble(item, plan, outcomes, {i: v and v[k] for i, v in called.items()})
                 for k, (item, plan) in enumerate(zip(items, plans))]
 
     # --- the user's functions ------------------------------------------------------------------------
@@ -240,12 +241,15 @@ class Scorer:
         except Exception:  # noqa: BLE001 - a task that cannot make a wrong label gives the term 0
             return None
 
-    def _assemble(self, item: ScoreItem, plan: dict, outcomes: list[Outcome], called: dict[int, float]) -> Score:
+    def _assemble(self, item: ScoreItem, plan: dict, outcomes: list[Outcome], called: dict[int, float | None]) -> Score:
+        """The item's Score; ``called`` holds each function term's value (None: not called, left out)."""
         skip = item.truncated and self.spec.truncated_is_incorrect
         true = oc.incorrect(None, "truncated: no final answer") if skip else outcomes[plan["true"]]
         values: dict[str, float] = {}
         reward = 0.0
         for i, (term, key, slot) in enumerate(zip(self.spec.terms, self.keys, plan["terms"])):
+            if i in called and called[i] is None:
+                continue
             values[key] = value = called[i] if i in called else self._term_value(i, term, item, slot, outcomes, skip)
             reward += term.weight * value
         return Score(reward=reward, correct=true.outcome == "correct", outcome=true.outcome, answer=true.answer, terms=values)

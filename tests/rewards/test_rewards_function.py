@@ -225,3 +225,11 @@ def test_function_terms_combine_like_any_term(user_module):
     r = load_recipe("grpo", ["reward.combination=decoupled", "reward.terms=[{type: task}, {type: function, "
                              f"function: '{user_module}:digit_credit', weight: 0.3}}]"])
     assert [t.type for t in r.reward.terms] == ["task", "function"] and r.reward.terms[1].weight == 0.3
+
+
+def test_an_evaluation_does_not_call_the_function(user_module, arithmetic):
+    """Evaluation reads correctness only: a function that would fail is not called there."""
+    p = arithmetic.problem(347, 285)
+    with Scorer(reward_spec(f"{user_module}:raises"), arithmetic) as s:
+        (score,) = s.score(items(p, ["#632"]), functions=False)
+    assert score.correct and score.terms == {"task": 1.0} and score.reward == 1.0
