@@ -51,11 +51,11 @@ def doctor(
         for col in ("weight", "mean", "std", "min", "max", "groups varying"):
             terms.add_column(col, justify="right")
         for t in d.terms:
-            terms.add_row(t.key, f"{t.weight:g}", f"{t.mean:.3f}", f"{t.std:.3f}", f"{t.low:g}", f"{t.high:g}",
+            terms.add_row(t.key, f"{t.weight:g}", f"{t.mean:.3f}", f"{t.std:.3f}", f"{t.low:.3g}", f"{t.high:.3g}",
                           f"{t.groups_with_spread} of {d.prompts}")
         console.print(terms)
     for s in d.samples:
-        console.print(f"sample: {s['prompt']!r} -> {s['response'][:120]!r}: reward {s['reward']:g} ({s['outcome']})",
+        console.print(f"sample: {s['prompt']!r} -> {s['response'][:120]!r}: reward {s['reward']:.3g} ({s['outcome']})",
                       highlight=False, markup=False)
     for f in d.findings:
         if f.verdict == "warn":

@@ -175,10 +175,12 @@ def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosi
         label = f"{key} {term.function.rpartition(':')[2]}" if term.type == "function" else key
         diag.terms.append(TermStats(label, term.weight, float(v.mean()), float(v.std()) if v.numel() > 1 else 0.0,
                                     float(v.min()), float(v.max()), int((~zero_spread_groups(v)).sum())))
-    constant = [f"{t.key} = {t.low:g}" for t in diag.terms if t.high - t.low <= 1e-12]
+    constant = [t for t in diag.terms if t.high - t.low <= 1e-12]
     if constant and len(keys) > 1:
-        f.append(Finding("constant reward terms", ", ".join(constant), "warn",
-                         "the same value on every response: the term adds nothing to the advantage (a broken function?)"))
+        broken = " (a function that returns one value for everything is likely broken)" if any(
+            t.key.startswith("function") for t in constant) else ""
+        f.append(Finding("constant reward terms", ", ".join(f"{t.key} = {t.low:g}" for t in constant), "warn",
+                         f"the same value on every response: the term adds nothing to the advantage{broken}"))
 
 
 def _shaped(recipe: Recipe, rewards, lengths, correct) -> torch.Tensor:

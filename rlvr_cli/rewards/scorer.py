@@ -232,7 +232,7 @@ class Scorer:
             for k, v in zip(ks, got):
                 values[i][k] = v
         if problems:
-            raise UserError(problems[:3] + ([f"... and {len(problems) - 3} more calls failed"] if len(problems) > 3 else []))
+            raise UserError(problems[:1] + ([f"... and {len(problems) - 1} more calls of this step failed"] if len(problems) > 1 else []))
         return values
 
     def _incorrect_reference(self, item: ScoreItem) -> str | None:
