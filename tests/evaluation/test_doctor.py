@@ -16,6 +16,12 @@ def test_dr_grpo_passes(cli):
     assert "reward terms" in res.stderr and "sample: '" in res.stderr
 
 
+def test_the_recipe_notes_of_recipes_validate_come_with_it(cli):
+    res = cli("doctor", "dr_grpo", "--set", "optim.minibatches=1", "--prompts", "2")
+    assert res.code == 0, res.stderr
+    assert "note: optim.mu = 1 with one minibatch" in " ".join(res.stderr.split())
+
+
 def test_every_response_cut_fails_with_one_line_per_reason(cli):
     res = cli("doctor", "dr_grpo", "--set", "rollout.max_new_tokens=1")
     assert res.code == 3, res.stderr
