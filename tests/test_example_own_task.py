@@ -61,7 +61,7 @@ def test_two_steps_train_with_the_function_and_record_the_data_fingerprint(cli, 
     assert res.code == 0, res.stderr
     status = json.loads((out / "run.json").read_text())
     expected = build_task(load_recipe(RECIPE).task).data_fingerprint()
-    assert status["status"] == "finished" and status["data_fingerprint"] == expected
+    assert status["status"] == "finished" and status["fingerprint"]["task_data"] == expected
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
 
