@@ -233,3 +233,34 @@ def test_an_evaluation_does_not_call_the_function(user_module, arithmetic):
     with Scorer(reward_spec(f"{user_module}:raises"), arithmetic) as s:
         (score,) = s.score(items(p, ["#632"]), functions=False)
     assert score.correct and score.terms == {"task": 1.0} and score.reward == 1.0
+
+
+def test_a_chat_task_gives_the_function_trl_s_conversational_form(tmp_path):
+    """With a chat template the prompts are the conversations and each completion one assistant message;
+    a dataset's reward columns come under their own names."""
+    import json
+
+    from rlvr_cli.recipe.schema import DatasetTaskSpec
+
+    data = tmp_path / "c.jsonl"
+    data.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": f"{i}+{i}?"}], "answer": str(2 * i),
+                                        "level": i % 3}) + "\n" for i in range(20)))
+    task = build_task(DatasetTaskSpec(path=str(data), question_field="prompt", chat_template=True,
+                                      system_prompt="Be brief.", reward_columns=["level"], verifier="integer"))
+    report = tmp_path / "seen.json"
+    module = tmp_path / "chat_rewards.py"
+    module.write_text(textwrap.dedent(f'''
+    import json
+    def spy(prompts, completions, level, answer, **kwargs):
+        json.dump({{"prompts": prompts, "completions": completions, "level": level, "answer": answer}}, open({str(report)!r}, "w"))
+        return [1.0] * len(completions)
+    '''))
+    p = task.eval_problems()[0]
+    with Scorer(reward_spec(f"{module}:spy"), task) as s:
+        s.score(items(p, ["4", "5"]))
+    seen = json.loads(report.read_text())
+    i = int(p.prompt.split("+")[0])
+    convo = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"{i}+{i}?"}]
+    assert seen == {"prompts": [convo, convo], "completions": [[{"role": "assistant", "content": "4"}],
+                                                                [{"role": "assistant", "content": "5"}]],
+                    "level": [i % 3, i % 3], "answer": [str(2 * i)] * 2}
