@@ -32,7 +32,7 @@ def sweep(
     """
     from rlvr_cli.sweep.backend import backend_class, check_flags
     from rlvr_cli.sweep.continuation import find_continuations
-    from rlvr_cli.sweep.preflight import check_plans
+    from rlvr_cli.sweep.preflight import check_outputs, check_runs
     from rlvr_cli.sweep.runner import Options, run_sweeps
     from rlvr_cli.sweep.spec import load_plan
     from rlvr_cli.sweep.state import plan_states
@@ -45,8 +45,9 @@ def sweep(
     script_list = _scripts(scripts, Path(out) if out is not None else Path("runs"))
     plans = [load_plan(s, out, threads, overrides) for s in specs]
     _check_distinct(plans)
+    check_outputs(plans)
     states = [plan_states(p) for p in plans]
-    check_plans(plans, states)
+    check_runs(plans, states)
     continues = {} if no_continue else find_continuations([r for p in plans for r in [*p.needs, *p.runs]])
     if dry_run:
         for plan, st in zip(plans, states):

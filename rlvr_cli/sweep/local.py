@@ -13,6 +13,7 @@ killed outright (kill -9) cannot do that itself: a watcher process does it inste
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import signal
@@ -52,7 +53,7 @@ def open_log(log_path: Path, shown: list[str]):
     except FileNotFoundError:
         mode = stat.S_IFREG
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a directory: open() itself says "Is a directory"
-        raise OSError(f"not a regular file ({log_path})")
+        raise OSError(errno.EINVAL, "not a regular file")
     log = open(log_path, "a", encoding="utf-8")
     try:
         log.write(f"== {shlex.join(shown)}\n")

@@ -18,6 +18,7 @@ import stat
 import time
 from pathlib import Path
 
+from rlvr_cli.console import console
 from rlvr_cli.errors import UserError
 from rlvr_cli.sweep.backend import GRACE_S
 
@@ -63,7 +64,7 @@ def _open(out: Path) -> int:
 def _take(out: Path, wait: float) -> int:
     """The lock of ``out``, held; ``UserError`` naming the holder when another sweep holds it."""
     fd = _open(out)
-    deadline = time.monotonic() + wait
+    deadline, said = time.monotonic() + wait, False
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -79,7 +80,11 @@ def _take(out: Path, wait: float) -> int:
                 f"the runs of a stopped sweep (pid {pid}), still stopping after {wait:.0f} s,"
             raise UserError(f"{out}: {who} holds {out / LOCK}: wait for it to finish (or stop it), or choose "
                             "another --out")
-        time.sleep(0.5)  # its sweep was killed: its watcher is stopping its runs, then lets go
+        if not said:  # its sweep was killed: its watcher is stopping its runs, then lets go
+            console.print(f"waiting for the runs of a stopped sweep (pid {pid}) to stop: they hold {out / LOCK}",
+                          highlight=False, soft_wrap=True)
+            said = True
+        time.sleep(0.5)
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

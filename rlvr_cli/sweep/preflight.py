@@ -3,9 +3,10 @@ write in, no path is longer than the file system allows, each run's process coun
 run, and nothing of the user's is where the sweep would overwrite it (sweep.json, the comparison's files).
 
 `rlvr sweep` and its `--dry-run` both run these checks once the spec is expanded (every run's recipe
-checked, :mod:`.spec`) and each run directory read (:func:`rlvr_cli.sweep.state.plan_states`); every
-problem is one line and the sweep exits 2 having written nothing. What cannot be known beforehand (a disk
-that fills, a log that cannot be opened) fails the run it strikes, alone.
+checked, :mod:`.spec`): :func:`check_outputs` before the run directories are read
+(:func:`rlvr_cli.sweep.state.plan_states`), :func:`check_runs` after. Every problem is one line, and the
+sweep exits 2 having written nothing. What cannot be known beforehand (a disk that fills, a log that
+cannot be opened) fails the run it strikes, alone.
 """
 
 from __future__ import annotations
@@ -28,24 +29,37 @@ COMPARE_FILES = ("summary.md", "summary.json", "compare.png", "compare.svg")
 """What `rlvr compare` writes into its directory, and so what the sweep's comparison overwrites."""
 
 
-def check_plans(plans: list[Plan], states: list[dict[str, str]]) -> None:
-    """Raise ``UserError`` with one line per problem of any plan; writes nothing."""
-    probed: dict[Path, str | None] = {}
+def check_outputs(plans: list[Plan]) -> None:
+    """Each plan's output directory, its logs/, sweep.json and comparison: checked before the run directories
+    in it are read. Raises ``UserError`` with one line per problem; writes nothing."""
     problems: list[str] = []
-    for plan, st in zip(plans, states):
+    for plan in plans:
         label = "--out" if plan.out_flag else f"{plan.spec_path}: out"
-        problems += _writable(plan.out, label, probed)
-        problems += _writable(plan.out / "logs", f"{label}: its logs", probed)
+        bad_out = [f"{label}: {p}" for p in _too_long(plan.out)] or _writable(plan.out, label, {})
+        if bad_out:  # what goes into it is not worth a line each
+            problems += bad_out
+            continue
+        problems += _writable(plan.out / "logs", f"{label}: its logs", {})
         try:
             check_record(plan.out)
         except UserError as e:
             problems += e.problems
-        for r in [*plan.needs, *plan.runs]:
-            problems += _run_problems(plan, r, st[r.name], probed)
         if plan.compare_out is not None:
             where = "the comparison (--out)" if plan.out_flag else f"{plan.spec_path}: compare.out"
-            problems += _writable(plan.compare_out, where, probed)
+            problems += _writable(plan.compare_out, where, {})
             problems += _foreign_compare_files(plan.compare_out)
+    _raise(problems)
+
+
+def check_runs(plans: list[Plan], states: list[dict[str, str]]) -> None:
+    """Each run that will train (``states``: :func:`rlvr_cli.sweep.state.plan_states`): its paths' lengths, the
+    directory it is made in, its process count. Raises ``UserError`` with one line per problem; writes nothing."""
+    probed: dict[Path, str | None] = {}
+    _raise([p for plan, st in zip(plans, states) for r in [*plan.needs, *plan.runs]
+            for p in _run_problems(plan, r, st[r.name], probed)])
+
+
+def _raise(problems: list[str]) -> None:
     if problems:
         raise UserError(sorted(set(problems), key=problems.index))
 

@@ -5,7 +5,7 @@ Finished runs are skipped, started ones resumed, a failed run does not stop the 
 SIGTERM) stops every run resumably, and OUT/sweep.json records what happened. The sweep never changes a
 run it did not start: a run directory that holds another recipe is refused before anything runs
 (:func:`rlvr_cli.sweep.state.plan_states`), as is any path the sweep could not write
-(:func:`rlvr_cli.sweep.preflight.check_plans`).
+(:mod:`rlvr_cli.sweep.preflight`).
 """
 
 from __future__ import annotations

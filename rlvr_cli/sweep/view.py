@@ -24,7 +24,7 @@ def duration(seconds: float) -> str:
 
 
 class SweepView:
-    def __init__(self, total_steps: int, done_steps: int, runs: int, skipped: int, every: float = PROGRESS_EVERY_S,
+    def __init__(self, total_steps: int, done_steps: int, runs: int, skipped: int, every: float | None = None,
                  clock=time.monotonic):
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -35,7 +35,7 @@ class SweepView:
         self.total = self.progress.add_task("sweep", total=total_steps, completed=done_steps, status=self._status())
         self.bars: dict[str, int] = {}
         self.steps: dict[str, int] = {}
-        self.every, self.clock = every, clock
+        self.every, self.clock = PROGRESS_EVERY_S if every is None else every, clock
         self.runs: dict[str, tuple[float, int, int]] = {}
         """A running run's (start time, step at its start, its steps)."""
         self.said: dict[str, float] = {}
