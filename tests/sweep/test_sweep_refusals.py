@@ -19,16 +19,9 @@ from rlvr_cli.errors import UserError
 from rlvr_cli.sweep.lock import SweepLock
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = """\
-base: grpo
-set: [model.name=builtin:tiny-init]
-steps: 2
-seeds: 2
-variants:
-  - name: control
-  - name: wide
-    set: [loss.clip.eps_high=0.28]
-"""
+SPEC = "base: grpo\nset: [model.name=builtin:tiny-init]\nsteps: 2\nseeds: 2\nvariants:\n  - name: control\n" \
+       "  - {name: wide, set: [loss.clip.eps_high=0.28]}\n"
+"""Two arms x two seeds; `control` at line 6, `wide` at line 7."""
 
 
 def tree(root: Path) -> dict[str, bytes | None]:
