@@ -70,7 +70,7 @@ def test_a_killed_sweep_stops_its_runs_and_server_and_the_same_command_resumes_a
 
 BODY = ("extends: grpo\nmodel:\n  name: {model}\nrollout:\n  prompts_per_step: 2\n  group_size: 2\n"
         "  max_new_tokens: 8\neval:\n  at_start: false\n  every: 0\n  n: 2\n  num_prompts: 2\n"
-        "checkpoint:\n  every: 0\nsteps: 3\n")
+        "checkpoint:\n  every: 0\nsteps: 2\n")
 
 
 def test_with_out_nothing_lands_outside_it_and_a_running_run_prints_progress(cli, tmp_path, monkeypatch):
@@ -92,4 +92,4 @@ def test_with_out_nothing_lands_outside_it_and_a_running_run_prints_progress(cli
     assert (out / "compare" / "summary.md").read_text().startswith("# rlvr compare")
     assert "hello" in (out / "scripts" / "note.log").read_text()
     progress = [ln for ln in res.stderr.splitlines() if ln.startswith("[progress] ")]
-    assert any(ln.startswith("[progress] a-seed0: step ") and "/3" in ln for ln in progress), res.stderr
+    assert any(ln.startswith("[progress] a-seed0: step ") and "/2" in ln for ln in progress), res.stderr

@@ -120,7 +120,7 @@ def test_a_compare_out_that_is_a_file_or_under_proc_is_refused(cli, tmp_path):
      3, "the spec plans 1100 runs (arms x seeds), at most 1000; split it into several specs"),
     ("nproc: 1000000\n", 2, "nproc: Input should be less than or equal to 1024"),
     ("gpus: 1.0e+300\n", 2, "gpus: Input should be less than or equal to 1024"),
-])
+], ids=["seeds-count", "seeds-list", "grid", "nproc", "gpus"])
 def test_numbers_past_their_bounds_are_refused_before_anything_is_expanded(cli, tmp_path, text, line, message):
     path = spec(tmp_path, "base: grpo\n" + text)
     (got,) = refused(cli, tmp_path, str(path), "--dry-run")
@@ -242,6 +242,6 @@ def test_fifos_where_the_sweep_reads_or_writes_are_refused_or_fail_their_run_nev
     (out / "logs").mkdir()
     for run in ("control-seed0", "wide-seed0"):  # a log that cannot be written fails its run alone
         os.mkfifo(out / "logs" / f"{run}.log")
-    res = _sweep(str(path), "--out", str(out))
+    res = _sweep(str(path), "--out", str(out), "--no-fork-server")  # no server: no torch to import for nothing
     assert res.returncode == 1, res.stderr
     assert f"cannot write its log {out / 'logs' / 'wide-seed0.log'}: not a regular file" in " ".join(res.stderr.split())
