@@ -30,32 +30,24 @@ def sweep(
 
     Example: rlvr sweep sweeps/clip.yaml --jobs 2
     """
+    from rlvr_cli.sweep.backend import backend_class, check_flags
     from rlvr_cli.sweep.continuation import find_continuations
-    from rlvr_cli.sweep.runner import Options, Script, run_sweeps
+    from rlvr_cli.sweep.preflight import check_outputs, check_runs
+    from rlvr_cli.sweep.runner import Options, run_sweeps
     from rlvr_cli.sweep.spec import load_plan
     from rlvr_cli.sweep.state import plan_states
 
     interruptible()
 
-    if backend not in ("local", "ray"):
-        raise UserError(f"--backend {backend}: expected local or ray")
-    if address is not None and backend != "ray":
-        raise UserError("--address: only with --backend ray")
+    check_flags(backend_class(backend), address, bool(scripts))
     if out is not None and len(specs) > 1:
         raise UserError(f"--out: one spec only (got {len(specs)}); each spec's `out` says where its runs go")
-    if scripts and backend != "local":
-        raise UserError("--script: only with --backend local")
-    script_list = []
-    for item in scripts:
-        name, sep, command = item.partition("=")
-        if not sep or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name) or not command.strip():
-            raise UserError(f"--script {item!r}: expected NAME=COMMAND (NAME letters, digits, . _ -)")
-        if any(s.name == name for s in script_list):
-            raise UserError(f"--script {name}: given twice")
-        script_list.append(Script(name, command, Path("runs") / "scripts" / f"{name}.log"))
+    script_list = _scripts(scripts, Path(out) if out is not None else Path("runs"))
     plans = [load_plan(s, out, threads, overrides) for s in specs]
     _check_distinct(plans)
+    check_outputs(plans)
     states = [plan_states(p) for p in plans]
+    check_runs(plans, states)
     continues = {} if no_continue else find_continuations([r for p in plans for r in [*p.needs, *p.runs]])
     if dry_run:
         for plan, st in zip(plans, states):
@@ -95,8 +87,24 @@ def sweep(
         _compare(plans[0])
 
 
+def _scripts(items: list[str], root: Path) -> list:
+    """`--script NAME=COMMAND` items, each logged to ROOT/scripts/NAME.log (ROOT: --out, else runs/)."""
+    from rlvr_cli.sweep.commands import Script
+
+    found = []
+    for item in items:
+        name, sep, command = item.partition("=")
+        if not sep or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name) or not command.strip():
+            raise UserError(f"--script {item!r}: expected NAME=COMMAND (NAME letters, digits, . _ -)")
+        if any(s.name == name for s in found):
+            raise UserError(f"--script {name}: given twice")
+        found.append(Script(name, command, root / "scripts" / f"{name}.log"))
+    return found
+
+
 def _check_distinct(plans) -> None:
-    """Two specs of one invocation may not plan the same run directory (each would train it)."""
+    """Two specs of one invocation may not plan the same run directory (each would train it), nor share
+    one `out` (each would write its sweep.json there)."""
     seen: dict = {}
     for plan in plans:
         for r in [*plan.needs, *plan.runs]:
@@ -105,6 +113,12 @@ def _check_distinct(plans) -> None:
                 raise UserError(f"{plan.spec_path}: run {r.dir} is also planned by {seen[d].spec_path}; "
                                 "give one of them another `out`")
             seen[d] = plan
+    outs: dict = {}
+    for plan in plans:
+        other = outs.setdefault(plan.out.absolute(), plan)
+        if other is not plan:
+            raise UserError(f"{plan.spec_path}: out {plan.out} is also the out of {other.spec_path} (each writes "
+                            "its sweep.json there); give one of them another `out`")
 
 
 def _plan_table(plan, states: dict[str, str], continues: dict | None = None) -> Table:

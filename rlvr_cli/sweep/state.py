@@ -9,12 +9,15 @@
 
 A run directory whose saved recipe differs from the newly resolved one in anything that changes what
 is computed is a conflict: the sweep refuses before anything runs, naming the arm, rather than mix two
-recipes under one name.
+recipes under one name. So is a run's path that `rlvr train` would refuse once the sweep got to it: a
+file there, a directory of other files and no run, a link or special file among the run's files.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +43,8 @@ class OnDisk:
     """The saved recipe.yaml; None when there is none (no run started there)."""
     error: str | None
     """run.json's error message, if any."""
+    reward: float | None = None
+    """The last logged step's mean reward (metrics.jsonl's ``reward_mean``), None when not a number."""
 
 
 def read_run(run_dir: Path, with_recipe: bool = True) -> OnDisk:
@@ -55,12 +60,16 @@ def read_run(run_dir: Path, with_recipe: bool = True) -> OnDisk:
             recipe = {}
         recipe = recipe if isinstance(recipe, dict) else {}
     error = status.get("error")
-    return OnDisk(status.get("status"), _last_step(run_dir / rundir.METRICS), recipe,
-                  error if isinstance(error, str) else None)
+    row = _last_row(run_dir / rundir.METRICS)
+    reward = row.get("reward_mean")
+    finite = isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward)
+    return OnDisk(status.get("status"), row.get("step", 0), recipe, error if isinstance(error, str) else None,
+                  float(reward) if finite else None)
 
 
-def _last_step(path: Path) -> int:
-    """The step of metrics.jsonl's last complete line, read from the file's tail (the file grows)."""
+def _last_row(path: Path) -> dict:
+    """metrics.jsonl's last complete line with an integer step, read from the file's tail (the file
+    grows); {} when there is none."""
     try:
         with open(path, "rb") as f:
             f.seek(0, 2)
@@ -68,15 +77,16 @@ def _last_step(path: Path) -> int:
             f.seek(max(0, size - 65536))
             tail = f.read()
     except OSError:
-        return 0
+        return {}
     for line in reversed(tail.split(b"\n")[1 if size > 65536 else 0:]):
         try:
-            step = json.loads(line).get("step")
-        except (ValueError, AttributeError):
+            row = json.loads(line)
+            step = row.get("step")
+        except (ValueError, AttributeError, RecursionError):
             continue
         if isinstance(step, int) and not isinstance(step, bool):
-            return step
-    return 0
+            return row
+    return {}
 
 
 def _differences(saved, new, prefix: str = "") -> list[str]:
@@ -115,7 +125,15 @@ def plan_states(plan: Plan) -> dict[str, str]:
     would change (nothing has run yet)."""
     states, problems = {}, []
     for run in [*plan.needs, *plan.runs]:
+        unusable = _unusable(run.dir)
+        if unusable:
+            problems.append(f"{plan.where(run.arm)}: {unusable}")
+            states[run.name] = "new"
+            continue
         state, diffs = run_state(run, read_run(run.dir))
+        if state == "new" and _other_files(run.dir):
+            problems.append(f"{plan.where(run.arm)}: {run.dir} holds files but no run (no {rundir.RECIPE}), and "
+                            "`rlvr train` does not write into it; move them away, or choose another --out")
         if state == "conflict":
             shown = "; ".join(diffs[:3]) + (f"; and {len(diffs) - 3} more" if len(diffs) > 3 else "")
             problems.append(f"{plan.where(run.arm)}: {run.dir} holds a run trained with a different recipe "
@@ -124,3 +142,24 @@ def plan_states(plan: Plan) -> dict[str, str]:
     if problems:
         raise UserError(problems)
     return states
+
+
+def _other_files(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds anything but the run lock (an unreadable directory counts as holding some)."""
+    try:
+        return any(p.name != rundir.LOCK_NAME for p in run_dir.iterdir())
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
+def _unusable(run_dir: Path) -> str | None:
+    """Why ``run_dir`` cannot hold the run (read before it is: a FIFO there would block the reading)."""
+    if not os.path.lexists(run_dir) or run_dir.is_dir():
+        try:
+            rundir.check_run_files(run_dir)
+        except UserError as e:
+            return e.problems[0]
+        return None
+    return f"{run_dir}: is a file, not a run directory; remove it, or choose another --out"
