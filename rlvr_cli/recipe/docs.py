@@ -1,5 +1,7 @@
-"""The recipe field reference, generated from the schema into docs/fields.md (so the docs and the code
-cannot drift; ``python -m rlvr_cli.recipe.docs``, tests/recipe/test_recipes.py checks it is current)."""
+"""The recipe field reference, generated from the schema into docs/fields.md, and the objective tables of
+docs/objectives.md, generated from the objective registry (so the docs and the code cannot drift; ``python
+-m rlvr_cli.recipe.docs`` rewrites both; tests/recipe/test_recipes.py and tests/recipe/test_objective_registry.py
+check they are current)."""
 
 from __future__ import annotations
 
@@ -90,7 +92,20 @@ def update_doc(path: str = DOC, start: str = START, end: str = END, body: str | 
     return rewrite_between_markers(path, start, end, markdown_table() if body is None else body)
 
 
-if __name__ == "__main__":  # python -m rlvr_cli.recipe.docs [docs/fields.md]
+OBJECTIVES_START, OBJECTIVES_END = "<!-- OBJECTIVES:START -->", "<!-- OBJECTIVES:END -->"
+OBJECTIVES_DOC = str(Path(DOC).with_name("objectives.md"))
+
+
+def update_objectives_doc(path: str = OBJECTIVES_DOC) -> bool:
+    """Rewrite the objective tables of docs/objectives.md from the registry; True when they changed."""
+    from rlvr_cli.recipe.objectives import markdown_tables
+
+    return update_doc(path, OBJECTIVES_START, OBJECTIVES_END, markdown_tables())
+
+
+if __name__ == "__main__":  # python -m rlvr_cli.recipe.docs [docs/fields.md [docs/objectives.md]]
     import sys
 
-    print("updated" if update_doc(sys.argv[1] if len(sys.argv) > 1 else DOC) else "up to date")
+    changed = [update_doc(sys.argv[1] if len(sys.argv) > 1 else DOC),
+               update_objectives_doc(sys.argv[2] if len(sys.argv) > 2 else OBJECTIVES_DOC)]
+    print("updated" if any(changed) else "up to date")

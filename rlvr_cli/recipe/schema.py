@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from rlvr_cli.recipe.objectives import OBJECTIVES, Objective, PPOClipObjective, check_loss, objective_notes
+from rlvr_cli.recipe.strict import Strict
 
 # --- names of the choices: one source for the schema and the algorithm registries -------------
 Baseline = Literal["group_mean", "leave_one_out", "none"]
@@ -26,19 +29,11 @@ VerifierName = Literal["task", "integer", "math", "countdown", "code", "reasonin
 Schedule = Literal["constant", "linear", "cosine"]
 ISMode = Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
 PassKMethod = Literal["pkpo", "analytic"]
-ObjectiveType = Literal["ppo_clip", "cispo", "sapo", "gmpo", "dppo_tv", "dppo_kl"]
 Seed = Annotated[int, Field(ge=0, lt=2**63)]
 """A seed torch's generators accept as given (0 <= seed < 2**63)."""
 Temperature = Annotated[float, Field(ge=1e-3, le=10)]
 """A sampling temperature: logits / T must stay finite in float32 (T >= 1e-3)."""
 AdamBeta = Annotated[float, Field(ge=0, lt=1)]
-
-
-class Strict(BaseModel):
-    """Base of every recipe section: unknown keys are errors; attribute docstrings are field docs; every
-    float refuses .inf and .nan (issue 28: a "no limit" is written null, never .inf)."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True, allow_inf_nan=False)
 
 
 # --- model -------------------------------------------------------------------------------------
@@ -408,83 +403,6 @@ class KLCovSpec(Strict):
 CovPenalty = Annotated[Union[ClipCovSpec, KLCovSpec], Field(discriminator="type")]
 
 
-# --- the policy objective (loss.objective): one typed sub-model per choice -----------------------
-class PPOClipObjective(Strict):
-    """PPO's clipped surrogate (GRPO, DAPO, GSPO): -min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A), bounds in loss.clip."""
-
-    type: Literal["ppo_clip"]
-    """Objective kind."""
-
-
-class CISPOObjective(Strict):
-    """CISPO (MiniMax-M1, arXiv 2506.13585 §3.1): -sg(clip(rho, 1 - eps_low, 1 + eps_high)) A log pi_t; a capped token keeps its gradient."""
-
-    type: Literal["cispo"]
-    """Objective kind."""
-    eps_low: float | None = Field(None, ge=0, lt=1)
-    """epsilon_low^IS: the importance weight is raised to at least 1 - eps_low (null = no lower bound, as the paper and TRL)."""
-    eps_high: float = Field(4.0, ge=0)
-    """epsilon_high^IS: 1 + eps_high caps the importance weight, gradient kept (4.0 = cap 5, ScaleRL arXiv 2510.13786; verl's example 0.2)."""
-
-
-class SAPOObjective(Strict):
-    """SAPO (Gao et al. 2025, arXiv 2511.20347): -(4 / tau) sigmoid(tau (rho - 1)) A, a smooth gate instead of the hard clip."""
-
-    type: Literal["sapo"]
-    """Objective kind."""
-    tau_pos: float = Field(1.0, gt=0)
-    """tau of SAPO's gate for A > 0 (paper, TRL and verl: 1.0)."""
-    tau_neg: float = Field(1.05, gt=0)
-    """tau of SAPO's gate for A <= 0 (paper, TRL and verl: 1.05)."""
-
-
-class GMPOObjective(Strict):
-    """GMPO (Zhao et al. 2025, arXiv 2507.20673; verl `geo_mean`): -A_i exp(mean_t clip(log rho_t)), the token ratios' geometric mean clipped in log space."""
-
-    type: Literal["gmpo"]
-    """Objective kind."""
-    eps_low: float = Field(0.4, ge=0)
-    """For A < 0 each log rho_t is clipped below at -eps_low (the authors' 0.4, i.e. rho >= e^-0.4)."""
-    eps_high: float = Field(0.4, ge=0)
-    """For A > 0 each log rho_t is clipped above at +eps_high (the authors' 0.4, i.e. rho <= e^0.4)."""
-
-
-class _DPPOObjective(Strict):
-    delta_low: float | None = Field(None, gt=0)
-    """delta_low: largest fall of pi(y_t) (TV) / binary KL (KL) allowed for A <= 0 (null = verl's example: 0.15 TV, 0.05 KL)."""
-    delta_high: float | None = Field(None, gt=0)
-    """delta_high: largest rise of pi(y_t) (TV) / binary KL (KL) allowed for A > 0 (null = verl's example: 0.15 TV, 0.05 KL)."""
-    is_cap: float = Field(20.0, gt=1)
-    """C: the kept token's importance weight sg(min(rho, C)) (paper §5.4: large; verl's fallback 20, its example 10000)."""
-
-    @model_validator(mode="after")
-    def _resolve_deltas(self):
-        default = 0.15 if self.type == "dppo_tv" else 0.05
-        self.delta_low = default if self.delta_low is None else self.delta_low
-        self.delta_high = default if self.delta_high is None else self.delta_high
-        return self
-
-
-class DPPOTVObjective(_DPPOObjective):
-    """DPPO (arXiv 2602.04879; verl `dppo_tv`): -A sg(min(rho, C)) log pi_t on tokens whose |pi - pi_old| stays within delta on A's side, 0 elsewhere."""
-
-    type: Literal["dppo_tv"]
-    """Objective kind."""
-
-
-class DPPOKLObjective(_DPPOObjective):
-    """DPPO (arXiv 2602.04879; verl `dppo_kl`): as dppo_tv with the binary KL of {y_t, not y_t} as the divergence."""
-
-    type: Literal["dppo_kl"]
-    """Objective kind."""
-
-
-Objective = Annotated[
-    Union[PPOClipObjective, CISPOObjective, SAPOObjective, GMPOObjective, DPPOTVObjective, DPPOKLObjective],
-    Field(discriminator="type"),
-]
-
-
 class EntropyControlSpec(Strict):
     """Adaptive entropy coefficient (Skywork-OR1, arXiv 2505.22312; TRL `use_adaptive_entropy`): loss.entropy_coef is c_0."""
 
@@ -518,31 +436,17 @@ class LossSpec(Strict):
     """q of the top-entropy mask (Wang et al. 2025, 0.2 in the paper): only tokens with H_t >= the (1-q) quantile of the minibatch's entropies carry policy gradient; the normaliser still counts every token (null = off)."""
     cov_penalty: CovPenalty | None = None
     """Covariance-based remedy for entropy collapse, Clip-Cov or KL-Cov (null = off)."""
-    objective: Objective = Field(default_factory=lambda: PPOClipObjective(type="ppo_clip"))
-    """The policy objective, by `type`: `ppo_clip` (default), `cispo`, `sapo`, `gmpo`, `dppo_tv`, `dppo_kl` (docs/objectives.md)."""
+    objective: Objective = Field(
+        default_factory=lambda: PPOClipObjective(type="ppo_clip"),
+        description="The policy objective, by `type`: " + ", ".join(f"`{name}`" for name in OBJECTIVES)
+        + " (the first is the default; rlvr_cli/recipe/objectives.py, docs/objectives.md).")
     entropy_control: EntropyControlSpec | None = None
     """Steer the entropy coefficient towards a target entropy after every update (null = fixed loss.entropy_coef)."""
 
     @model_validator(mode="after")
     def _objective_knobs_act(self):
-        """Refuse a knob the chosen objective would silently ignore (docs/objectives.md)."""
-        kind = self.objective.type
-        if kind != "ppo_clip" and self.clip != ClipSpec():
-            raise ValueError(
-                f"clip: only objective ppo_clip reads it (its eps and dual clip would be inert under {kind}); "
-                "set the bounds in loss.objective"
-            )
-        if self.ratio == "sequence" and kind in ("gmpo", "dppo_tv", "dppo_kl"):
-            raise ValueError(
-                f"ratio: `sequence` would be inert under objective {kind}: "
-                + ("GMPO builds its own sequence ratio, the geometric mean of clipped token ratios"
-                   if kind == "gmpo" else "DPPO's mask and weight read each token's probability, not a ratio")
-            )
-        if kind == "gmpo" and self.aggregation != "seq_mean_token_mean":
-            raise ValueError(
-                f"aggregation: objective gmpo has one loss per sequence (broadcast to its tokens); {self.aggregation} "
-                "would weight sequences by length, which is not GMPO (use seq_mean_token_mean)"
-            )
+        """Refuse a knob the chosen objective would silently ignore (its registry entry says which)."""
+        check_loss(self)
         ec = self.entropy_control
         if ec is not None and not ec.coef_min <= self.entropy_coef <= ec.coef_max:
             raise ValueError(
@@ -1057,15 +961,12 @@ class Recipe(Strict):
                 "reward 1 (pass@G of the group), so no group has spread and every advantage is 0; use k < G."
             )
         kind = self.loss.objective.type
-        if kind != "ppo_clip" and on_policy:
+        if not isinstance(self.loss.objective, PPOClipObjective) and on_policy:
             out.append(
                 f"loss.objective {kind} with optim.mu = 1 and one minibatch: rho = 1, where every objective has "
                 "ppo_clip's gradient; they differ only off-policy."
             )
-        if kind == "sapo" and self.loss.aggregation != "seq_mean_token_mean":
-            out.append("loss.objective sapo: the paper, TRL and verl aggregate with seq_mean_token_mean.")
-        if kind == "cispo" and self.loss.aggregation != "token_mean":
-            out.append("loss.objective cispo: the paper and TRL aggregate with token_mean (1 / sum_i |o_i|).")
+        out += objective_notes(self.loss)
         if self.advantage.scale == "mean" and self.advantage.baseline == "leave_one_out":
             out.append("advantage.scale mean with baseline leave_one_out is G/(G-1) times MaxRL (a rescale).")
         if self.kl.placement == "none" and self.kl.ref_reset_every:
