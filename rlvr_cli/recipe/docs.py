@@ -39,8 +39,55 @@ def _models_in(annotation) -> list[type[BaseModel]]:
     return found
 
 
+def _number(v) -> str:
+    """A bound as a reader writes it: 1e7, 2**31 - 1, 4.8e8, 0.001."""
+    if isinstance(v, int) and abs(v) >= 10**6:
+        for k in range(20, 65):
+            if abs(v) in (2**k, 2**k - 1):
+                return ("-" if v < 0 else "") + f"2**{k}" + (" - 1" if abs(v) == 2**k - 1 else "")
+        v = float(v)
+    text = f"{v:g}"
+    if "e" in text:
+        mantissa, exp = text.split("e")
+        text = f"{mantissa}e{int(exp)}"
+    return text
+
+
+def _bounds(metadata) -> tuple[str, str]:
+    """The (low, high) ends written by ``metadata``'s ge/gt/le/lt constraints, '' where open."""
+    low = high = ""
+    for m in metadata:
+        for attr, side in (("ge", "["), ("gt", "("), ("le", "]"), ("lt", ")")):
+            v = getattr(m, attr, None)
+            if v is not None:
+                text = _number(v)
+                if side in "[(":
+                    low = f"{side}{text}"
+                else:
+                    high = f"{text}{side}"
+    return low, high
+
+
+def _range(info) -> str:
+    """A numeric field's allowed interval, e.g. `[1, 1e+07]` or `(0, 1]`; '' for other fields. Constraints on
+    an ``Annotated`` alias inside an optional or a tuple are found in the alias."""
+    found = list(info.metadata)
+    todo = [info.annotation]
+    while todo:
+        a = todo.pop()
+        if typing.get_origin(a) is typing.Annotated:
+            for extra in typing.get_args(a)[1:]:
+                found += list(getattr(extra, "metadata", [extra]))
+        todo += [x for x in typing.get_args(a) if not isinstance(x, (str, int, float))]
+    low, high = _bounds(found)
+    if not (low or high):
+        return ""
+    return f"{low or '(-inf'}, {high or 'inf)'}"
+
+
 def field_rows(model: type[BaseModel] = Recipe, prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """(dotted field, type, default, description) for every leaf field, sections in schema order."""
+    """(dotted field, type, default, description) for every leaf field, sections in schema order; a numeric
+    field's type carries its allowed interval."""
     rows = []
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
@@ -58,7 +105,8 @@ def field_rows(model: type[BaseModel] = Recipe, prefix: str = "") -> list[tuple[
                     rows += [r for r in field_rows(sub, f"{path}.") if r[0] != f"{path}.{tag_name}"]
             continue
         default = info.get_default(call_default_factory=True) if not info.is_required() else "(required)"
-        rows.append((path, _type_name(info.annotation), repr(default) if isinstance(default, str) else str(default),
+        typ = _type_name(info.annotation) + (f" in {_range(info)}" if _range(info) else "")
+        rows.append((path, typ, repr(default) if isinstance(default, str) else str(default),
                      " ".join((info.description or "").split())))
     return rows
 
