@@ -38,13 +38,11 @@ MAX_LOG_BOUND = 20.0
 
 
 class ObjectiveSpec(Strict):
-    """One policy objective: the fields are its parameters; the class variables say how the rest of rlvr
-    treats it."""
+    """One policy objective: its docstring is its docs line (paper and formula), the fields are its
+    parameters, the class variables say how the rest of rlvr treats it."""
 
     label: ClassVar[str]
     """Its name in prose and in docs/objectives.md."""
-    computes: ClassVar[str]
-    """What it computes, one line (docs/objectives.md)."""
     function: ClassVar[str]
     """``algo/FILE.py: function``: where its formula lives (:meth:`surrogate` calls it; a test checks)."""
     params_doc: ClassVar[str | None] = None
@@ -120,10 +118,8 @@ class PPOClipObjective(ObjectiveSpec):
     """PPO's clipped surrogate (GRPO, DAPO, GSPO): -min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A), bounds in loss.clip."""
 
     type: Literal["ppo_clip"]
-    """Objective kind."""
 
     label: ClassVar = "PPO clip"
-    computes: ClassVar = "-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), optional dual clip c for A < 0"
     function: ClassVar = "algo/policy_loss.py: clipped_surrogate"
     params_doc: ClassVar = "bounds in `loss.clip`"
     metrics: ClassVar = {"clip_low_frac": "clipped low (A < 0, rho < 1 - eps_low; zero gradient)",
@@ -151,14 +147,12 @@ class CISPOObjective(ObjectiveSpec):
     """CISPO (MiniMax-M1, arXiv 2506.13585 §3.1): -sg(clip(rho, 1 - eps_low, 1 + eps_high)) A log pi_t; a capped token keeps its gradient."""
 
     type: Literal["cispo"]
-    """Objective kind."""
     eps_low: float | None = Field(None, ge=0, lt=1)
     """epsilon_low^IS: the importance weight is raised to at least 1 - eps_low (null = no lower bound, as the paper and TRL)."""
     eps_high: float = Field(4.0, ge=0, le=MAX_RATIO_BOUND)
     """epsilon_high^IS: 1 + eps_high caps the importance weight, gradient kept (4.0 = cap 5, ScaleRL arXiv 2510.13786; verl's example 0.2); at most 4.8e8, since no ratio exceeds exp(20)."""
 
     label: ClassVar = "CISPO"
-    computes: ClassVar = "-sg(clip(rho, 1-eps_low, 1+eps_high)) A log pi_t: a capped token keeps its gradient"
     function: ClassVar = "algo/objectives.py: cispo_surrogate"
     metrics: ClassVar = {"clip_low_frac": "weight raised to 1 - eps_low (gradient kept)",
                          "clip_high_frac": "weight capped at 1 + eps_high (gradient kept)"}
@@ -196,7 +190,6 @@ class SAPOObjective(ObjectiveSpec):
     """SAPO (Gao et al. 2025, arXiv 2511.20347): -(4 / tau) sigmoid(tau (rho - 1)) A, a smooth gate instead of the hard clip."""
 
     type: Literal["sapo"]
-    """Objective kind."""
     # tau in [1e-6, 1e6]: below, the loss is dominated by its constant -2A/tau (2e6 A at 1e-6; 4/tau is inf in
     # float32 under 1.2e-38); above, the gate's half width 1.76/tau nears float32's resolution of rho near 1
     # (1.2e-7), so every off-policy token's gradient is 0 (at 1e300, tau (rho - 1) = inf * 0 is NaN)
@@ -206,7 +199,6 @@ class SAPOObjective(ObjectiveSpec):
     """tau of SAPO's gate for A <= 0 (paper, TRL and verl: 1.05); 1e-6..1e6, as tau_pos."""
 
     label: ClassVar = "SAPO"
-    computes: ClassVar = "-(4/tau) sigmoid(tau (rho-1)) A: a smooth gate, tau by the sign of A"
     function: ClassVar = "algo/objectives.py: sapo_surrogate"
     zero_gradient: ClassVar = False
     paper_aggregation: ClassVar = ("seq_mean_token_mean", "the paper, TRL and verl aggregate with seq_mean_token_mean")
@@ -234,14 +226,12 @@ class GMPOObjective(ObjectiveSpec):
     """GMPO (Zhao et al. 2025, arXiv 2507.20673; verl `geo_mean`): -A_i exp(mean_t clip(log rho_t)), the token ratios' geometric mean clipped in log space."""
 
     type: Literal["gmpo"]
-    """Objective kind."""
     eps_low: float = Field(0.4, ge=0, le=MAX_LOG_BOUND)
     """For A < 0 each log rho_t is clipped below at -eps_low (the authors' 0.4, i.e. rho >= e^-0.4); at most 20, where log-ratios are clamped."""
     eps_high: float = Field(0.4, ge=0, le=MAX_LOG_BOUND)
     """For A > 0 each log rho_t is clipped above at +eps_high (the authors' 0.4, i.e. rho <= e^0.4); at most 20, where log-ratios are clamped."""
 
     label: ClassVar = "GMPO"
-    computes: ClassVar = "-A_i exp(mean_t clip(log rho_t)): geometric mean of the sequence's clipped token ratios"
     function: ClassVar = "algo/objectives.py: gmpo_surrogate"
     metrics: ClassVar = {"clip_low_frac": "log-ratio clipped (A < 0; zero gradient)",
                          "clip_high_frac": "log-ratio clipped (A > 0; zero gradient)"}
@@ -263,16 +253,24 @@ class GMPOObjective(ObjectiveSpec):
                 "clip_ratio_high": self.eps_high}
 
 
+# DPPO's deltas: a TV delta is a difference of probabilities (at most 1); the binary KL of float32 probabilities
+# stays below 104 + 19 (-log of the smallest float32, 1.4e-45, plus log(1 / KL_EPS) of algo/trust_region.py):
+# a larger delta never masks a token
+DPPO_MAX_KL_DELTA = 125.0
+
+
 class _DPPOObjective(ObjectiveSpec):
-    delta_low: float | None = Field(None, gt=0)
-    """delta_low (each divergence bounds it: its subclass)."""
-    delta_high: float | None = Field(None, gt=0)
-    """delta_high (each divergence bounds it: its subclass)."""
+    delta_low: float | None = Field(None, gt=0, le=DPPO_MAX_KL_DELTA)
+    """delta_low: largest fall of pi(y_t) (TV, at most 1) / binary KL (KL, at most 125) allowed for A <= 0 (null = verl's example: 0.15 TV, 0.05 KL); a larger delta never masks."""
+    delta_high: float | None = Field(None, gt=0, le=DPPO_MAX_KL_DELTA)
+    """delta_high: largest rise of pi(y_t) (TV, at most 1) / binary KL (KL, at most 125) allowed for A > 0 (null = verl's example: 0.15 TV, 0.05 KL)."""
     is_cap: float = Field(20.0, gt=1, le=MAX_RATIO_BOUND)
     """C: the kept token's importance weight sg(min(rho, C)) (paper §5.4: large; verl's fallback 20, its example 10000); at most 4.8e8, since no ratio exceeds exp(20)."""
 
     divergence: ClassVar[str]
+    """``rlvr_cli.algo.trust_region.DIVERGENCES``: `tv` or `kl`."""
     default_delta: ClassVar[float]
+    max_delta: ClassVar[float]
     function: ClassVar = "algo/trust_region.py: dppo_surrogate"
     metrics: ClassVar = {"clip_low_frac": "masked (A <= 0; zero gradient)", "clip_high_frac": "masked (A > 0; zero gradient)"}
     sequence_ratio_inert: ClassVar = "DPPO's mask and weight read each token's probability, not a ratio"
@@ -283,6 +281,9 @@ class _DPPOObjective(ObjectiveSpec):
     def _resolve_deltas(self):
         self.delta_low = self.default_delta if self.delta_low is None else self.delta_low
         self.delta_high = self.default_delta if self.delta_high is None else self.delta_high
+        if max(self.delta_low, self.delta_high) > self.max_delta:
+            raise ValueError(f"{self.type}: delta_low and delta_high must be <= {self.max_delta:g} "
+                             f"(got {self.delta_low:g}, {self.delta_high:g}); a larger delta never masks a token")
         return self
 
     def surrogate(self, loss, logp, old_logp, adv, mask):
@@ -302,16 +303,9 @@ class DPPOTVObjective(_DPPOObjective):
     """DPPO (arXiv 2602.04879; verl `dppo_tv`): -A sg(min(rho, C)) log pi_t on tokens whose |pi - pi_old| stays within delta on A's side, 0 elsewhere."""
 
     type: Literal["dppo_tv"]
-    """Objective kind."""
-    delta_low: float | None = Field(None, gt=0, le=1)
-    """delta_low: largest fall of pi(y_t) allowed for A <= 0 (null = verl's example, 0.15); at most 1, a difference of probabilities."""
-    delta_high: float | None = Field(None, gt=0, le=1)
-    """delta_high: largest rise of pi(y_t) allowed for A > 0 (null = verl's example, 0.15); at most 1, a difference of probabilities."""
 
     label: ClassVar = "DPPO (TV)"
-    computes: ClassVar = "-A sg(min(rho, C)) log pi_t on tokens whose |pi - pi_old| <= delta on A's side; 0 elsewhere"
-    divergence: ClassVar = "tv"
-    default_delta: ClassVar = 0.15
+    divergence, default_delta, max_delta = "tv", 0.15, 1.0
 
 
 @register
@@ -319,18 +313,9 @@ class DPPOKLObjective(_DPPOObjective):
     """DPPO (arXiv 2602.04879; verl `dppo_kl`): as dppo_tv with the binary KL of {y_t, not y_t} as the divergence."""
 
     type: Literal["dppo_kl"]
-    """Objective kind."""
-    # the binary KL of float32 probabilities is below 104 + 19: -log of the smallest float32 (1.4e-45) plus
-    # log(1 / KL_EPS) of algo/trust_region.py; a larger delta never masks
-    delta_low: float | None = Field(None, gt=0, le=125)
-    """delta_low: largest binary KL allowed for A <= 0 (null = verl's example, 0.05); at most 125, above any binary KL of float32 probabilities."""
-    delta_high: float | None = Field(None, gt=0, le=125)
-    """delta_high: largest binary KL allowed for A > 0 (null = verl's example, 0.05); at most 125, as delta_low."""
 
     label: ClassVar = "DPPO (binary KL)"
-    computes: ClassVar = "-A sg(min(rho, C)) log pi_t on tokens whose binary KL to pi_old is <= delta on A's side; 0 elsewhere"
-    divergence: ClassVar = "kl"
-    default_delta: ClassVar = 0.05
+    divergence, default_delta, max_delta = "kl", 0.05, DPPO_MAX_KL_DELTA
 
 
 Objective = Annotated[Union[tuple(OBJECTIVES.values())], Field(discriminator="type")]  # noqa: UP007 - a runtime tuple
@@ -377,7 +362,7 @@ def markdown_tables() -> str:
              "`clip_high_frac` / `dual_clip_frac` count | function |", "|---|---|---|---|---|"]
     for name, e in OBJECTIVES.items():
         counts = "; ".join(f"{m.removesuffix('_frac')}: {e.metrics[m]}" for m in FLAG_METRICS if m in e.metrics)
-        lines.append(f"| {e.label} | `{name}` ({_params(e)}) | {_cell(e.computes)} | {_cell(counts or 'nothing (always 0)')} "
+        lines.append(f"| {e.label} | `{name}` ({_params(e)}) | {_cell(' '.join(e.__doc__.split()))} | {_cell(counts or 'nothing (always 0)')} "
                      f"| `{e.function}` |")
     lines += ["", "| `type` | TRL 1.16 (`GRPOConfig`) | verl 0.9.1 |", "|---|---|---|"]
     for name, e in OBJECTIVES.items():

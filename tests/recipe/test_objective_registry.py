@@ -113,7 +113,6 @@ class ToyObjective(ObjectiveSpec):
 
     type: Literal["toy"]
     label: ClassVar = "toy"
-    computes: ClassVar = "-rho A"
     function: ClassVar = "algo/policy_loss.py: clipped_surrogate"
 
 
