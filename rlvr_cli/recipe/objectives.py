@@ -3,7 +3,7 @@
 An entry is the objective's recipe section (a Pydantic class chosen by its ``type``, as prime-rl chooses a
 loss config; verl's ``core_algos.py`` registers each policy loss by name the same way) and carries, in one
 place: its parameters and their bounds (the fields), its formula (:meth:`ObjectiveSpec.surrogate` calls its
-``rlvr_cli.algo`` function), what its tokens flags mean for the metrics that count them (``metrics``), the
+``rlvr_cli.algo`` function), what its flagged tokens mean for the metrics that count them (``metrics``), the
 compositions it refuses, its TRL and verl mappings (:meth:`ObjectiveSpec.to_trl` / ``to_verl``; None: the
 target has no such loss and the exporter warns) and its line in docs/objectives.md. The schema's
 discriminated union, the trainer (``rlvr_cli.train.objective``), the metric table (``rlvr_cli.metrics``),
