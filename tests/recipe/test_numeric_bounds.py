@@ -164,6 +164,8 @@ def test_ordinary_format_specs_still_pass():
     (["compare", ".", "--resamples", "1000000000000000"], "--resamples"),
     (["compare", ".", "--smooth", HUGE_INT], "--smooth"),
     (["train", "grpo", "--nproc", "1000000"], "--nproc"),
+    (["sweep", "sweep.yaml", "--jobs", HUGE_INT], "--jobs"),
+    (["sweep", "sweep.yaml", "--threads", HUGE_INT], "--threads"),
     (["train", "grpo", "--seed", HUGE_INT], "seed"),
     (["train", "grpo", "--set", "distributed.timeout_s=1e30", "--nproc", "2"], "distributed.timeout_s"),
 ])
