@@ -9,15 +9,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlvr_cli.cli.common import console, interruptible
+from rlvr_cli.cli.common import MAX_THREADS, console, interruptible
 from rlvr_cli.errors import RunFailed, UserError
+
+MAX_JOBS = 4096
+"""--jobs: runs at once, each a process with its own model; as many as the recipe's torch threads at most."""
 
 
 def sweep(
     specs: list[str] = typer.Argument(..., help="Sweep spec(s) (YAML): base recipe, arms, seeds, comparison; several share one pool of slots."),
     out: str | None = typer.Option(None, "--out", help="Directory of the runs (default: the spec's out, else runs/SPEC_NAME); one spec only."),
-    jobs: int | None = typer.Option(None, "--jobs", min=1, help="Runs at once (default: local, the cores over each run's threads; ray, all, as the cluster places them)."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="Set every run's torch threads (its `threads` field)."),
+    jobs: int | None = typer.Option(None, "--jobs", min=1, max=MAX_JOBS, help="Runs at once (default: local, the cores over each run's threads; ray, all, as the cluster places them)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="Set every run's torch threads (its `threads` field)."),
     overrides: list[str] = typer.Option([], "--set", help="FIELD=VALUE for every run, after the spec's own (repeatable), e.g. steps=10 for a quick pass."),
     backend: str = typer.Option("local", "--backend", help="local (processes on this machine) or ray (a Ray task per run)."),
     address: str | None = typer.Option(None, "--address", help="Ray cluster to join (HOST:PORT, ray://HOST:PORT, auto); default: start Ray here."),

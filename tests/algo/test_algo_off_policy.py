@@ -27,7 +27,7 @@ def test_decoupled_ppo_by_hand(mode, weights):
     loss, sur, w = decoupled_ppo_loss(logp, PROX, BEHAV, torch.tensor([[1.0]]), MASK, (0.2, 0.2), mode, cap=2.0)
     assert w.weights[0, :2].tolist() == pytest.approx(weights)
     assert loss[0, :2].tolist() == pytest.approx([-1.2 * weights[0], -0.9 * 0.5])
-    assert sur.clipped_high.tolist() == [[True, False, False]]
+    assert sur.clip_high.tolist() == [[True, False, False]]
     (loss * MASK).sum().backward()
     # the clipped token has no gradient; the kept one d(-w u)/d log pi = -w u = -0.45
     assert logp.grad[0, :2].tolist() == pytest.approx([0.0, -0.45])
