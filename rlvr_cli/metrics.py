@@ -78,6 +78,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("is_ratio_p99", "99th percentile of that ratio", "ratio p99"),
     Metric("is_corrected_frac", "rollout.is_correction: fraction of response tokens whose weight was truncated or masked (0 for mode none)", "IS-corrected"),
     Metric("is_weight_mean", "rollout.is_correction: mean importance weight over response tokens (1 for mode none)", "IS weight mean"),
+    Metric("policy_lag", "rollout.staleness: optimiser steps between the policy that sampled the step's batch and the one that trains on it (0 on-policy; min(k, step-1) at a fixed lag k)", "policy lag"),
     Metric("outcomes", "counts per verifier outcome (correct / incorrect / unparseable / timeout / error)", "outcomes"),
     Metric("gen_tokens", "tokens generated this step", "tokens generated"),
     Metric("time_sample_s", "seconds sampling", "sample s", timing=True),

@@ -298,6 +298,35 @@ class ISCorrectionSpec(Strict):
     """C_low: the lower cap (TRL's clip_min): truncate raises w to it, mask zeroes w below it (null = none)."""
 
 
+# --- staleness (issue 41): a batch trained at step t sampled by the policy of an earlier step --------------
+StalenessMode = Literal["fixed", "bounded"]
+StalenessStrategy = Literal["wait", "drop"]
+
+
+class StalenessSpec(Strict):
+    """Asynchronous RL as an ablation axis (docs/async.md): the batch trained at step t is sampled by the policy after step t-1-k's updates, k the lag (TRL `max_staleness`, AReaL `max_head_offpolicyness`, NeMo-RL `max_trajectory_age_steps`, prime-rl `async_level`, tinker `sampling_steps_ahead`); 0 is the synchronous trainer, exactly."""
+
+    max: int = Field(0, ge=0, le=1024)
+    """k: the largest lag, in optimiser steps (trainer steps), between the policy that samples a batch and the one it trains; 0 = synchronous (on-policy)."""
+    mode: StalenessMode = "fixed"
+    """`fixed`: every batch is exactly min(k, t-1) steps old (reproducible, in one process or overlapped with `wait`); `bounded`: at most k old, as the sampler keeps up (overlapped only: the lag depends on timing)."""
+    strategy: StalenessStrategy = "wait"
+    """What a `bounded` sampler does about a batch that would be older than k: `wait` (it never samples further ahead than k, verl's and TRL's default) or `drop` (it samples with the newest weights it has and batches older than k are discarded and resampled)."""
+    overlap: bool = False
+    """Sample in a second process while this one trains (the overlapped trainer, docs/async.md); false: the stale weights are kept and sampled in-process, a slower run with the same numbers."""
+
+    @model_validator(mode="after")
+    def _knobs_act(self):
+        if self.mode == "bounded" and self.max == 0:
+            raise ValueError("mode bounded with max 0: a lag bounded by 0 is the synchronous trainer (mode fixed)")
+        if self.mode == "bounded" and not self.overlap:
+            raise ValueError("mode bounded needs overlap true: in one process nothing runs ahead, every batch is "
+                             "exactly max steps old (mode fixed)")
+        if self.strategy == "drop" and self.mode != "bounded":
+            raise ValueError("strategy drop needs mode bounded: at a fixed lag no batch is ever older than max")
+        return self
+
+
 class RolloutSpec(Strict):
     group_size: int = Field(8, ge=2, le=1024)
     """G: responses sampled per prompt (the group that forms the baseline)."""
@@ -318,6 +347,7 @@ class RolloutSpec(Strict):
     is_correction: ISCorrectionSpec = Field(default_factory=ISCorrectionSpec)
     ignore_eos: bool = False
     """Keep sampling after EOS (it stays an ordinary token), so every response has exactly max_new_tokens tokens and is `length`-finished: fixed work per step, for speed benchmarks only."""
+    staleness: StalenessSpec = Field(default_factory=StalenessSpec)
 
 
 # --- the objective -------------------------------------------------------------------------------

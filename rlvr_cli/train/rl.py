@@ -44,7 +44,6 @@ import torch
 
 from rlvr_cli import dist
 from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
-from rlvr_cli.algo.is_correction import is_correction_weights
 from rlvr_cli.console import console
 from rlvr_cli.keyed_random import stream_key
 from rlvr_cli.metrics import step_row
@@ -63,30 +62,12 @@ from rlvr_cli.train.packing import length_sorted_chunks, response_logprobs
 from rlvr_cli.train.parallel import full_state_dict, micro_batch_passes
 from rlvr_cli.train.progress import fmt
 from rlvr_cli.train.reference import AdapterDisabled, is_lora
-from rlvr_cli.train.rollout import collect_rollouts, sample_autocast
+from rlvr_cli.train.policies import old_logprob_source, step_logprobs
 from rlvr_cli.train.session import Session, open_session
+from rlvr_cli.train.sources import RolloutSource, rollout_source
 from rlvr_cli.train.step_stats import (
-    UpdateStats, batch_metrics, batch_mismatch_stats, no_groups_metrics, rollout_metrics, sample_rows, timing,
+    UpdateStats, batch_metrics, no_groups_metrics, rollout_metrics, sample_rows, timing,
 )
-
-
-def _reference_needed(session: Session, step: int) -> bool:
-    """Whether this step needs the reference's log-probs: always when KL is in the objective; when KL is
-    only tracked, on step 1, every ``kl.track_every`` steps and at eval steps (`kl_*` is null otherwise)."""
-    kl = session.recipe.kl
-    if kl.in_loss or kl.in_reward:
-        return True
-    return step == 1 or step % kl.track_every == 0 or session.should_eval(step)
-
-
-def old_logprob_source(recipe: Recipe, session: Session) -> str:
-    """`sampler` when the sampling pass computes exactly what the trainer would (float32, no autocast);
-    `recompute` otherwise, and whenever an importance-sampling correction needs both sets."""
-    choice = recipe.rollout.old_logprobs
-    if choice != "auto":
-        return choice
-    exact = sample_autocast(recipe, session) is None and next(session.model.parameters()).dtype == torch.float32
-    return "sampler" if exact and recipe.rollout.is_correction.mode == "none" else "recompute"
 
 
 # --- the run --------------------------------------------------------------------------------------------
@@ -99,14 +80,20 @@ def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
     task = build_task(recipe.task)
     scorer = Scorer(recipe.reward, task, seed=recipe.seed)
     reference = _load_reference(session, trainer_state)
-    source = old_logprob_source(recipe, session)
-    session.run.write_status("running", old_logprobs=source, reference_loaded=reference is not None)
+    logp_source = old_logprob_source(recipe, session)
+    try:
+        rollouts = rollout_source(recipe, session, task, scorer, (trainer_state or {}).get("rollout_source"))
+    except BaseException:
+        scorer.close()  # run_steps closes it once the run is under way
+        raise
+    session.run.write_status("running", old_logprobs=logp_source, reference_loaded=reference is not None)
     for note in recipe.notes() + model_notes(recipe) if dist.is_main() else []:
         console.print(f"note: {note}", style="dim", highlight=False)
     last: dict = {}
 
     def step(s: int) -> dict:
-        row, last["groups"], last["advantages"] = _train_step(session, task, scorer, reference, source, s)
+        row, last["groups"], last["advantages"] = _train_step(session, rollouts, reference, logp_source, s)
+        rollouts.policy_updated(s)
         return row
 
     def reset_reference(s: int) -> None:  # ProRL: pi_ref <- pi and fresh optimiser moments every N steps
@@ -122,22 +109,27 @@ def train_rl(recipe: Recipe, out: str | Path, resume: bool = False) -> Path:
         reset_reference(session.start_step)
 
     def checkpoint_extra() -> dict:
+        state = rollouts.state()
+        extra = {"rollout_source": state} if state else {}
         if reference is not None and "ref_reset_step" in session.state:
-            return {"reference_state": reference.state_dict()}
-        return {}
+            extra["reference_state"] = reference.state_dict()
+        return extra
 
-    return run_steps(
-        session, task, scorer, recipe.name or "rl", step,
-        status=lambda row: (
-            f"reward {fmt(row['reward_mean'])} acc {fmt(row['accuracy'])} kl {fmt(row['kl_mean'], '.2e')} "
-            f"H {fmt(row['entropy'])} len {fmt(row['len_mean'], '.1f')}"
-        ),
-        hooks=RunHooks(
-            after_eval=lambda s: session.run.write_samples(s, sample_rows(last["groups"], last["advantages"])),
-            after_step=reset_reference,
-            checkpoint_extra=checkpoint_extra,
-        ),
-    )
+    try:
+        return run_steps(
+            session, task, scorer, recipe.name or "rl", step,
+            status=lambda row: (
+                f"reward {fmt(row['reward_mean'])} acc {fmt(row['accuracy'])} kl {fmt(row['kl_mean'], '.2e')} "
+                f"H {fmt(row['entropy'])} len {fmt(row['len_mean'], '.1f')}"
+            ),
+            hooks=RunHooks(
+                after_eval=lambda s: session.run.write_samples(s, sample_rows(last["groups"], last["advantages"])),
+                after_step=reset_reference,
+                checkpoint_extra=checkpoint_extra,
+            ),
+        )
+    finally:
+        rollouts.close()
 
 
 def _load_reference(session: Session, trainer_state: dict | None):
@@ -155,13 +147,16 @@ def _load_reference(session: Session, trainer_state: dict | None):
     return reference
 
 
-def _train_step(session: Session, task, scorer, reference, source: str, step: int) -> tuple[dict, list, list[float]]:
+def _train_step(session: Session, rollouts: RolloutSource, reference, source: str, step: int
+                ) -> tuple[dict, list, list[float]]:
     """One step: rollouts -> log-probs -> shaping -> advantages -> updates; returns (row, groups, advantages)."""
     r = session.recipe
     t_step = time.perf_counter()
-    # 1. rollouts
-    groups, rs = collect_rollouts(session, task, scorer, step)
-    row = {"step": step, **rollout_metrics(rs, r.rollout.group_size), "lr": session.scheduler.get_last_lr()[0]}
+    # 1. rollouts, sampled by the policy of version step-1 (on-policy) or older (rollout.staleness)
+    batch_in = rollouts.rollouts(step)
+    groups, rs = batch_in.groups, batch_in.stats
+    row = {"step": step, **rollout_metrics(rs, r.rollout.group_size), "lr": session.scheduler.get_last_lr()[0],
+           "policy_lag": batch_in.lag(step)}
     if not groups:  # dynamic sampling kept no group: the step's update slots pass unused
         row.update(_no_groups_step(session))
         return step_row("rl", {**row, **timing(rs, 0.0, 0.0, t_step)}), groups, []
@@ -171,7 +166,7 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
 
     # 2. behaviour and reference log-probs (no gradient)
     t0 = time.perf_counter()
-    isc = _logprobs(session, batch, reference, source, step)
+    isc = step_logprobs(session, batch, reference, source, step)
     time_ref = time.perf_counter() - t0
 
     # 3. reward shaping and 4. advantages, over the whole step's batch (every rank computes them all)
@@ -197,30 +192,6 @@ def _train_step(session: Session, task, scorer, reference, source: str, step: in
     stats.reduce()
     row.update({**stats.metrics(), **batch_metrics(r, batch, groups, spread, train_passk, isc)})
     return step_row("rl", {**row, **timing(rs, time_ref, time_update, t_step)}), groups, batch.advantages.tolist()
-
-
-def _logprobs(session: Session, batch: Batch, reference, source: str, step: int):
-    """Phase 2: sets ``batch.old_logp``, ``batch.ref_logp`` (when this step needs it) and
-    ``batch.is_weights``; returns the sampler/trainer mismatch correction (None when the sampler's
-    log-probs are the behaviour policy's, so there is nothing to compare)."""
-    r = session.recipe
-    chunks = max(1, r.optim.micro_batches)
-    if source == "sampler":
-        batch.old_logp = batch.sampler_logp()
-    else:
-        with session.full_params():
-            batch.old_logp = batch.logprobs(session.model, r.rollout.temperature, chunks, session.amp())
-    if reference is not None and _reference_needed(session, step):
-        batch.ref_logp = batch.logprobs(reference, r.rollout.temperature, chunks, session.amp())
-    if source != "recompute":
-        return None
-    # the weights act on each rank's own tokens; the statistics are the whole batch's
-    ic = r.rollout.is_correction
-    sampler_logp = batch.sampler_logp()
-    isc = is_correction_weights(batch.old_logp, sampler_logp, batch.mask, ic.mode, ic.cap, ic.cap_low)
-    isc.stats = batch_mismatch_stats(isc, batch.old_logp, sampler_logp, batch.mask)
-    batch.is_weights = isc.weights if ic.mode != "none" else None
-    return isc
 
 
 def _no_groups_step(session: Session) -> dict:

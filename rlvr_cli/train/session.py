@@ -65,6 +65,7 @@ def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> tuple[i
     changes, else None; the reset change {"from", "to", "at_step"} or None); raises UserError naming
     every other difference.
     """
+    saved = _with_new_defaults(saved)
     ignore = {"distributed": None, **{k: None for k in COSMETIC}}
     # how the work is split is not part of what the run computes: a run resumes on any number of processes
     new = {**recipe.model_dump(mode="json"), **ignore}
@@ -96,6 +97,24 @@ def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> tuple[i
         raise UserError(f"{change}: optim.schedule {recipe.optim.schedule!r} is a function of the total steps, "
                         "so the steps already trained would not be the longer run's; start a new run")
     return old, reset
+
+
+def _with_new_defaults(saved: dict) -> dict:
+    """A run's saved recipe with the fields added to the schema since it was written, at their defaults (a
+    new field's default keeps what the old code computed, e.g. ``rollout.staleness``), so a run of an older
+    version resumes. Only absent keys are filled (from the same recipe, validated): a saved value is
+    never changed, and a saved recipe the schema no longer accepts is compared as it is."""
+    try:
+        full = Recipe.model_validate(saved).model_dump(mode="json")
+    except ValueError:
+        return saved
+
+    def fill(have, default):
+        if not (isinstance(have, dict) and isinstance(default, dict)):
+            return have
+        return {**{k: v for k, v in default.items() if k not in have}, **{k: fill(v, default.get(k)) for k, v in have.items()}}
+
+    return fill(saved, full)
 
 
 @dataclass
