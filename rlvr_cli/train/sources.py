@@ -24,27 +24,11 @@ uninterrupted run would have used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.train.policy_versions import trainable_tensors, weights_swapped
-from rlvr_cli.train.rollout import Group, RolloutStats, collect_rollouts
-
-
-@dataclass
-class Rollouts:
-    """One step's rollouts."""
-
-    groups: list[Group]
-    """The kept groups (as :func:`~.rollout.collect_rollouts` returns them)."""
-    stats: RolloutStats
-    policy_version: int
-    """Optimiser steps the sampling weights had seen: step - 1 on-policy, max(0, step - 1 - k) at a fixed lag k."""
-
-    def lag(self, step: int) -> int:
-        """Steps between the policy that sampled this batch and the one that trains on it at ``step``."""
-        return step - 1 - self.policy_version
+from rlvr_cli.train.rollout import Rollouts, collect_rollouts
 
 
 class RolloutSource(Protocol):
