@@ -3,13 +3,17 @@
 Started by :class:`rlvr_cli.train.overlap.OverlappedSource` with one end of a socket pair as file
 descriptor FD. It holds its own copy of the policy, samples and scores (the verifier pool runs here)
 the batches of the steps ahead of the trainer, and sends each back as it is done; the trainer sends
-the policy's weights after every step, tagged with their version (:mod:`.handover`). Which version
-samples which step is the plan's choice (:class:`Plan`): at fixed staleness k exactly version
-max(0, t-1-k) for step t, so that the batches are those the trainer's in-process lag would sample.
+the policy's trainable tensors after every step, tagged with their version
+(:mod:`~rlvr_cli.train.policy_versions`: the adapter's only for a LoRA policy). Which version samples
+which step is the plan's choice (:class:`Plan`): at fixed staleness k exactly version max(0, t-1-k)
+for step t, so that the batches are those the trainer's in-process lag samples.
 
 Messages, trainer to sampler: ``("start", SamplerConfig)`` first, then ``("weights", version,
 tensors)`` and ``("took", step)``; sampler to trainer: ``("ready", pid)``, then per step
-``("rollouts", step, version, groups, stats, times)``, or ``("error", kind, lines)`` once.
+``("rollouts", step, version, groups, stats, times)``, or ``("error", kind, lines)`` once. They are
+pickled by :mod:`pickle` itself (a tensor's bytes are copied into the message), not by
+``multiprocessing``'s pickler, whose tensor reduction hands over shared-memory file descriptors that
+only a process started by ``multiprocessing`` can receive.
 
 It never outlives the trainer: the kernel sends it SIGTERM when the trainer dies (``PR_SET_PDEATHSIG``,
 Linux), a thread reading the socket sends it SIGTERM at end of input (any system: the trainer closed it
@@ -21,6 +25,7 @@ sampler on its way out.
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -46,6 +51,11 @@ class Plan:
     mode: str = "fixed"
     staleness: int = 1
     strategy: str = "wait"
+
+    @classmethod
+    def of(cls, spec) -> Plan:
+        """The plan of a recipe's ``rollout.staleness``."""
+        return cls(spec.mode, spec.max, spec.strategy)
 
     def oldest(self, step: int) -> int:
         return max(0, step - 1 - self.staleness)
@@ -93,6 +103,21 @@ class SamplerSession:
         return nullcontext()
 
 
+def pack(message: tuple) -> bytes:
+    """One message (a tuple whose first item names it), as it travels."""
+    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def send(conn, message: tuple) -> None:
+    """Send one message on a ``multiprocessing`` connection."""
+    conn.send_bytes(pack(message))
+
+
+def receive(conn) -> tuple:
+    """The next message on ``conn`` (blocking); ``EOFError`` when the other end is closed or gone."""
+    return pickle.loads(conn.recv_bytes())
+
+
 class Inbox:
     """The trainer's messages, read by a thread as they come (so a large handover never blocks the
     trainer while this process samples): the weights held by version, the last step taken, a resample."""
@@ -107,14 +132,13 @@ class Inbox:
         threading.Thread(target=self._read, name="sampler-inbox", daemon=True).start()
 
     def _read(self) -> None:
-        from rlvr_cli.train.handover import receive
-
         try:
             while True:
                 msg = receive(self.conn)
                 with self.cond:
                     if msg[0] == "start":
                         self.config = msg[1]
+                        self.taken = self.config.start_step
                     elif msg[0] == "weights":
                         self.weights[msg[1]] = msg[2]
                     elif msg[0] == "took":
@@ -132,11 +156,12 @@ class Inbox:
                 self.cond.wait(1.0)
             return self.config
 
-    def version_for(self, step: int, plan: Plan) -> tuple[int, dict]:
+    def version_for(self, step: int, plan: Plan) -> tuple[int, dict] | None:
         """Block until ``plan`` lets ``step`` be sampled; returns the version and its weights (and forgets
-        the versions older than it: no later step needs them)."""
+        the versions older than it: no later step needs them), or None when the trainer asks for a
+        step again (:meth:`resampled`)."""
         with self.cond:
-            while True:
+            while self.resample is None:
                 if plan.ahead(step, self.taken):
                     v = plan.version_for(step, sorted(self.weights))
                     if v is not None:
@@ -144,9 +169,13 @@ class Inbox:
                             del self.weights[old]
                         return v, self.weights[v]
                 self.cond.wait(1.0)
+            return None
 
-    def take_resample(self) -> int | None:
+    def resampled(self, block: bool) -> int | None:
+        """The step the trainer dropped and asks for again, or None (``block``: wait for such a request)."""
         with self.cond:
+            while block and self.resample is None:
+                self.cond.wait(1.0)
             step, self.resample = self.resample, None
             return step
 
@@ -194,7 +223,7 @@ def serve(cfg: SamplerConfig, inbox: Inbox, conn) -> None:
 
     from rlvr_cli.rewards import Scorer
     from rlvr_cli.tasks import build_task
-    from rlvr_cli.train.handover import load_policy_weights, send
+    from rlvr_cli.train.policy_versions import load_tensors
     from rlvr_cli.train.rollout import collect_rollouts
 
     torch.set_num_threads(cfg.threads)
@@ -205,25 +234,26 @@ def serve(cfg: SamplerConfig, inbox: Inbox, conn) -> None:
     session = SamplerSession(r, model, tokenizer, cfg.autocast_dtype)
     send(conn, ("ready", os.getpid()))
     loaded = None
-    step = cfg.start_step + 1
+    step = cfg.start_step + 1  # the next step in order; a dropped step is sampled again first
     try:
-        while step <= r.steps:
+        while True:
+            redo = inbox.resampled(block=step > r.steps)
+            target = step if redo is None else redo
             t0 = time.perf_counter()
-            version, weights = inbox.version_for(step, cfg.plan)
+            got = inbox.version_for(target, cfg.plan)
+            if got is None:  # a resample request came while waiting: serve it first
+                continue
+            version, weights = got
             t1 = time.perf_counter()
             if version != loaded:
-                load_policy_weights(model, weights)
+                load_tensors(model, weights)
                 loaded = version
             t2 = time.perf_counter()
-            groups, stats = collect_rollouts(session, task, scorer, step)
-            times = {"wait_weights_s": t1 - t0, "load_weights_s": t2 - t1}
-            send(conn, ("rollouts", step, version, groups, stats, times))
-            again = inbox.take_resample()
-            step = again if again is not None else step + 1
-    finally:
+            groups, stats = collect_rollouts(session, task, scorer, target)
+            send(conn, ("rollouts", target, version, groups, stats, {"idle_s": t1 - t0, "load_s": t2 - t1}))
+            step += redo is None
+    finally:  # SIGTERM (the trainer closed the socket, stopped this process or died)
         scorer.close()
-    while True:  # every step is sampled: wait for the trainer to close the socket (then SIGTERM ends this)
-        time.sleep(3600)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,7 +266,6 @@ def main(argv: list[str] | None = None) -> None:
     conn = Connection(fd)
     inbox = Inbox(conn)
     from rlvr_cli.errors import UserError
-    from rlvr_cli.train.handover import send
 
     try:
         serve(inbox.wait_config(), inbox, conn)
