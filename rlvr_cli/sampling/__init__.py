@@ -8,10 +8,12 @@ any model) or the step written out for Llama-family and GPT-2 models (:mod:`.dec
 One prefill over the distinct left-padded prompts (a group's G copies of a prompt share it), then
 one forward per new token over the rows still generating (finished rows are dropped from the batch
 and its cache, so a batch of mostly short answers does not pay for its longest one). It records, for
-every sampled token, its log-probability under the *untruncated* policy at the sampling temperature,
-log softmax(z/T)[y] -- the same quantity the trainer computes -- so the behaviour log-probs can be
-reused when the numerics match (float32, no autocast). Top-p / top-k change which token is drawn, not
-that recorded log-probability.
+every sampled token, its log-probability under the distribution it was drawn from: log softmax(z/T)[y]
+at the sampling temperature, renormalised over the tokens top-k / top-p keep when they truncate, and
+then also that support, per token (:class:`TokenSupport`), so that the trainer computes the same
+quantity (:func:`rlvr_cli.algo.logprobs.token_logprobs_on_support`) and the behaviour log-probs can be
+reused when the numerics match (float32, no autocast). Without truncation (top_p 1, top_k 0) the
+recorded log-prob is the plain log softmax, computed exactly as before truncation was accounted for.
 
 Randomness: with ``row_keys`` (one int64 key per row, :mod:`rlvr_cli.keyed_random`) the t-th draw of a
 row is the inverse-CDF sample of its t-th keyed uniform, a function of the row's key alone: a row
@@ -32,7 +34,38 @@ from rlvr_cli.errors import UserError
 from rlvr_cli.keyed_random import sample_inverse_cdf, uniforms
 from rlvr_cli.sampling.decode_step import StaticDecoder, output_cache, static_decode_supported
 
-__all__ = ["DROP_FINISHED_AT", "Samples", "cache_kwarg", "filter_logits", "generate", "static_decode_supported"]
+__all__ = ["DROP_FINISHED_AT", "Samples", "TokenSupport", "cache_kwarg", "filter_logits", "generate",
+           "static_decode_supported"]
+
+
+@dataclass
+class TokenSupport:
+    """The tokens each draw of one response could take under top-k / top-p: token t's support is
+    ``ids[offsets[t]:offsets[t + 1]]`` (``offsets`` the running sum of ``sizes``); size 0 means the draw
+    was not truncated (the whole vocabulary). Kept compactly: a batch's supports are what the trainer
+    renormalises its log-probs over (rlvr_cli/algo/logprobs.py)."""
+
+    ids: torch.Tensor
+    """int32 (sum of sizes,): every token's support ids, token after token."""
+    sizes: torch.Tensor
+    """int32 (tokens,): the size of each token's support; 0 = not truncated."""
+
+    def padded(self, width: int, k: int) -> torch.Tensor:
+        """(width, k) long: row t the ids of token t's support padded with -1 (all -1: not truncated, or past
+        the response's end)."""
+        out = torch.full((width, k), -1, dtype=torch.long)
+        n = len(self.sizes)
+        if n and len(self.ids):
+            sizes = self.sizes.long()
+            rows = torch.repeat_interleave(torch.arange(n), sizes)
+            starts = torch.cumsum(sizes, 0) - sizes
+            cols = torch.arange(len(self.ids)) - torch.repeat_interleave(starts, sizes)
+            out[rows, cols] = self.ids.long()
+        return out
+
+    @property
+    def widest(self) -> int:
+        return int(self.sizes.max()) if len(self.sizes) else 0
 
 
 @dataclass
@@ -46,6 +79,8 @@ class Samples:
     """log pi(y_t) at the sampling temperature, one per response token (empty when not requested)."""
     gen_tokens: int = 0
     """Tokens generated in all (the throughput numerator)."""
+    supports: list[TokenSupport] = field(default_factory=list)
+    """Each response's sampling supports when top-k / top-p truncate and log-probs are requested (else empty)."""
 
 
 def cache_kwarg(model) -> str:
@@ -204,6 +239,8 @@ def generate(
     rows = torch.arange(b, device=device)  # original row of each row in the decoded batch
     live = torch.ones(b, dtype=torch.bool, device=device)  # rows of the decoded batch still generating
     n_live = b
+    truncating = options.return_logprobs and not options.greedy and (options.top_k or options.top_p < 1.0)
+    support_steps = []  # per step: (original rows, support sizes, flat ids) of the rows it drew for
     suppress = torch.tensor(options.suppress_ids, device=device, dtype=torch.long) if options.suppress_ids else None
     gen_tokens = 0
     for t in range(options.max_new_tokens):
@@ -219,13 +256,16 @@ def generate(
         if options.greedy:
             tok = z.argmax(dim=-1)
         else:
-            probs = torch.softmax(filter_logits(z, options.top_p, options.top_k), dim=-1)
+            z = filter_logits(z, options.top_p, options.top_k)  # z itself when nothing truncates
+            probs = torch.softmax(z, dim=-1)
             if keys is not None:  # each row's own counter-based stream: independent of the batch it is in
                 tok = sample_inverse_cdf(probs, table[own, t])
             else:
                 tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            if truncating:
+                support_steps.append(_supports_of(z, own))
         tokens[t].index_copy_(0, own, tok)
-        if options.return_logprobs:
+        if options.return_logprobs:  # under the distribution the token was drawn from (truncated, renormalised)
             logps[t].index_copy_(0, own, torch.log_softmax(z, dim=-1).gather(-1, tok.unsqueeze(-1)).squeeze(-1))
         gen_tokens += tok.numel()
         last = t == options.max_new_tokens - 1
@@ -262,4 +302,29 @@ def generate(
         finish_reasons=["eos" if e else "length" for e in ended.tolist()],
         logprobs=[r[:n] for r, n in zip(lp_rows, lens)] if options.return_logprobs else [],
         gen_tokens=gen_tokens,
+        supports=_row_supports(support_steps, lens) if truncating else [],
     )
+
+
+def _supports_of(z: torch.Tensor, own: torch.Tensor) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+    """One decode step's supports: the kept (finite) logits of each drawn row of ``z`` (n, V), as the rows'
+    original indices, their support sizes (0 where nothing was cut) and the flat kept ids."""
+    kept = torch.isfinite(z)
+    sizes = kept.sum(dim=-1)
+    whole = sizes == z.shape[-1]
+    kept[whole] = False  # untruncated draws store no ids
+    sizes = sizes.masked_fill(whole, 0)
+    return own.tolist(), sizes.to(torch.int32).cpu(), kept.nonzero()[:, 1].to(torch.int32).cpu()
+
+
+def _row_supports(steps, lengths: list[int]) -> list[TokenSupport]:
+    """Each response's :class:`TokenSupport` from the decode steps' records, cut to its length."""
+    ids: list[list[torch.Tensor]] = [[] for _ in lengths]
+    sizes: list[list[int]] = [[] for _ in lengths]
+    for own, step_sizes, flat in steps:
+        for row, chunk, n in zip(own, flat.split(step_sizes.tolist()), step_sizes.tolist()):
+            if len(sizes[row]) < lengths[row]:  # a row kept in the batch after it finished draws ignored tokens
+                ids[row].append(chunk)
+                sizes[row].append(n)
+    return [TokenSupport(torch.cat(i) if i else torch.zeros(0, dtype=torch.int32), torch.tensor(n, dtype=torch.int32))
+            for i, n in zip(ids, sizes)]

@@ -25,6 +25,8 @@ class Batch:
     prompt_ids: list[list[int]]
     response_ids: list[list[int]]
     sampler_logprobs: list[list[float]]
+    supports: list
+    """Each row's sampling support (:class:`rlvr_cli.sampling.TokenSupport`) under top-k / top-p; empty without truncation."""
     rewards: torch.Tensor
     """(B,) raw reward, before shaping."""
     term_values: torch.Tensor
@@ -67,6 +69,7 @@ class Batch:
             prompt_ids=prompt_ids,
             response_ids=response_ids,
             sampler_logprobs=[lp for grp in mine for lp in grp.logprobs],
+            supports=[sp for grp in mine for sp in grp.supports],
             rewards=torch.tensor([x for grp in mine for x in grp.rewards], dtype=torch.float32, device=device),
             term_values=_term_values(mine, len(response_ids), device),
             truncated=torch.tensor([f == "length" for grp in mine for f in grp.finish_reasons], device=device),
@@ -107,7 +110,9 @@ class Batch:
                           cut(self.is_weights))
 
     def pack(self, idx: torch.Tensor) -> Packed:
-        return pack([self.prompt_ids[i] for i in idx], [self.response_ids[i] for i in idx], self.pad_id, self.device)
+        """Rows ``idx`` as tensors, with their sampling supports when the rollout truncated (top-k / top-p)."""
+        return pack([self.prompt_ids[i] for i in idx], [self.response_ids[i] for i in idx], self.pad_id, self.device,
+                    [self.supports[i] for i in idx] if self.supports else None)
 
     @torch.no_grad()
     def logprobs(self, model, temperature: float, chunks: int, amp, rows=None, with_entropy: bool = False):

@@ -8,6 +8,11 @@ Layout: prompts left-padded to a common width Lp, responses right-padded to Lr:
 so the logits that predict response token j sit at input position Lp - 1 + j for every row, and a
 forward over ``input_ids[:, :-1]`` keeping only the last Lr positions (``logits_to_keep``) computes
 exactly the logits the loss needs, not the prompt's.
+
+Under top-k / top-p sampling each response token also carries its sampling support, (B, Lr, K) ids
+padded with -1, and every log-prob computed on the pack is renormalised over it
+(:func:`rlvr_cli.algo.logprobs.token_logprobs_on_support`), so the trainer's policies are the ones
+that sampled, truncated as they sampled.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr_cli.algo.logprobs import token_logprobs, token_logprobs_and_entropy
+from rlvr_cli.algo.logprobs import token_logprobs, token_logprobs_and_entropy, token_logprobs_on_support
+from rlvr_cli.sampling import TokenSupport
 
 
 @dataclass
@@ -27,13 +33,16 @@ class Packed:
     position_ids: torch.Tensor  # (B, Lp + Lr)
     response_ids: torch.Tensor  # (B, Lr)
     response_mask: torch.Tensor  # (B, Lr) float: 1 on real response tokens
+    support: torch.Tensor | None = None  # (B, Lr, K) long: each token's sampling support, -1 padded; None: untruncated
 
     @property
     def response_width(self) -> int:
         return self.response_ids.shape[1]
 
 
-def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int, device=None) -> Packed:
+def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int, device=None,
+         supports: list[TokenSupport] | None = None) -> Packed:
+    """The rows as tensors (module docstring); ``supports``, one per row, when the responses were sampled truncated."""
     b = len(prompt_ids)
     lp = max(len(p) for p in prompt_ids)
     lr = max(1, max(len(r) for r in response_ids))
@@ -48,9 +57,13 @@ def pack(prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     resp = ids[:, lp:].clone()
     resp_mask = mask[:, lp:].to(torch.float32)
-    packed = Packed(ids, mask, positions, resp, resp_mask)
+    support = None
+    if supports:
+        k = max(1, max(sp.widest for sp in supports))
+        support = torch.stack([sp.padded(lr, k) for sp in supports])
+    packed = Packed(ids, mask, positions, resp, resp_mask, support)
     if device is not None:
-        packed = Packed(*(t.to(device) for t in (ids, mask, positions, resp, resp_mask)))
+        packed = Packed(*(t.to(device) if t is not None else None for t in (ids, mask, positions, resp, resp_mask, support)))
     return packed
 
 
@@ -89,6 +102,8 @@ def response_logits(model, packed: Packed) -> torch.Tensor:
 def response_logprobs(model, packed: Packed, temperature: float = 1.0, with_entropy: bool = False):
     """log pi(y_t) (B, Lr) at ``temperature``, and the per-token entropy when ``with_entropy``."""
     logits = response_logits(model, packed)
+    if packed.support is not None:
+        return token_logprobs_on_support(logits, packed.response_ids, packed.support, temperature, with_entropy)
     if with_entropy:
         return token_logprobs_and_entropy(logits, packed.response_ids, temperature)
     return token_logprobs(logits, packed.response_ids, temperature), None

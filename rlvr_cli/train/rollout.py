@@ -23,7 +23,7 @@ import torch
 
 from rlvr_cli.keyed_random import row_keys, stream_key
 from rlvr_cli.rewards import ScoreItem
-from rlvr_cli.sampling import SamplingOptions, generate
+from rlvr_cli.sampling import SamplingOptions, TokenSupport, generate
 from rlvr_cli.tasks import Problem, encode_prompt
 from rlvr_cli import dist
 
@@ -44,6 +44,9 @@ class Group:
     term_values: list[list[float]] = field(default_factory=list)
     """Each response's reward terms before weighting, in the order of ``reward.terms`` (GDPO normalises them
     one by one)."""
+    supports: list[TokenSupport] = field(default_factory=list)
+    """Each response's sampling supports under top-k / top-p (empty without truncation): the trainer's
+    log-probs are renormalised over them (rlvr_cli/algo/logprobs.py)."""
 
     def informative(self, metric: str) -> bool:
         values = self.correct if metric == "accuracy" else self.rewards
@@ -156,6 +159,7 @@ def _rounds(session, task, scorer, step: int, max_rounds: int, stats: RolloutSta
                 correct=[s.correct for s in scores[sl]],
                 outcomes=[s.outcome for s in scores[sl]],
                 term_values=[list(s.terms.values()) for s in scores[sl]],
+                supports=out.supports[sl],
             ))
         for grp in dist.gather_concat(local):  # the round's groups in global order, on every rank
             stats.sampled.append(grp)

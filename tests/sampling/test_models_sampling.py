@@ -349,3 +349,37 @@ def test_a_model_directory_without_tokenizer_files_says_which_are_missing(tiny_b
     assert "internal error" not in res.stderr
     res = cli("train", "grpo", "--out", str(tmp_path / "run"), "--set", f"model.name={model}")
     assert res.code == 2 and "no tokenizer files" in res.stderr and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("truncation", [{"top_k": 3}, {"top_p": 0.6}, {"top_k": 5, "top_p": 0.8}])
+def test_truncated_sampling_records_the_log_prob_it_drew_with_and_its_support(tiny, truncation):
+    """TRL#6789: the recorded log-prob is that of the renormalised (truncated) distribution the token was
+    drawn from, and the support it was drawn from comes with it, so a full forward renormalised over the
+    same support recomputes it; the full-vocabulary log softmax differs by the log of the kept mass."""
+    from rlvr_cli.algo.logprobs import token_logprobs_on_support
+
+    model, tok = tiny
+    prompts = [ids(tok, "347+285="), ids(tok, "9+1=")] * 3
+    out = sample(model, prompts, max_new_tokens=10, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                 generator=torch.Generator().manual_seed(0), temperature=1.3, **truncation)
+    assert len(out.supports) == len(prompts)
+    gaps = []
+    for p, r, lp, sp in zip(prompts, out.response_ids, out.logprobs, out.supports):
+        assert len(sp.sizes) == len(r)
+        support = sp.padded(len(r), max(1, sp.widest))
+        assert all(r[t] in support[t].tolist() or sp.sizes[t] == 0 for t in range(len(r)))
+        full = torch.tensor([p + r])
+        with torch.no_grad():
+            logits = model(full).logits[:, len(p) - 1 : -1]
+        on_support, _ = token_logprobs_on_support(logits, full[:, len(p):], support.unsqueeze(0), 1.3)
+        assert torch.allclose(on_support[0], torch.tensor(lp), atol=1e-5)
+        gaps.append(torch.tensor(lp) - token_logprobs(logits, full[:, len(p):], 1.3)[0])
+    gaps = torch.cat(gaps)
+    assert (gaps >= -1e-5).all() and gaps.max() > 0.01  # -log(kept mass) >= 0, and truncation did cut
+
+
+def test_untruncated_sampling_stores_no_support(tiny):
+    model, tok = tiny
+    out = sample(model, [ids(tok, "9+1=")] * 2, max_new_tokens=6, eos_token_id=tok.eos_token_id,
+                 pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0))
+    assert out.supports == []
