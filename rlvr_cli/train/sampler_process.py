@@ -256,13 +256,22 @@ def serve(cfg: SamplerConfig, inbox: Inbox, conn) -> None:
         scorer.close()
 
 
+def _report(conn, message: tuple) -> None:
+    try:
+        send(conn, message)
+    except OSError:  # the trainer is gone: nobody to tell
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
+    import warnings
     from multiprocessing.connection import Connection
 
     fd, parent = (int(x) for x in (argv if argv is not None else sys.argv[1:]))
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    warnings.simplefilter("ignore")  # loading the policy warns as it did in the trainer: said once is enough
     conn = Connection(fd)
     inbox = Inbox(conn)
     from rlvr_cli.errors import UserError
@@ -270,11 +279,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         serve(inbox.wait_config(), inbox, conn)
     except UserError as e:
-        send(conn, ("error", "user", e.problems))
+        _report(conn, ("error", "user", e.problems))
     except Exception as e:  # noqa: BLE001 - reported to the trainer, which fails the run with it
         import traceback
 
-        send(conn, ("error", "internal", [f"{type(e).__name__}: {e}", traceback.format_exc()]))
+        _report(conn, ("error", "internal", [f"{type(e).__name__}: {e}", traceback.format_exc()]))
 
 
 if __name__ == "__main__":
