@@ -80,9 +80,14 @@ class Outbox:
     def put(self, message: tuple) -> None:
         self.queue.put(pack(message))
 
+    def close(self) -> None:
+        self.queue.put(None)
+
     def _run(self) -> None:
         while True:
             data = self.queue.get()
+            if data is None:
+                return
             try:
                 self.conn.send_bytes(data)
             except (OSError, ValueError):  # the sampler is gone, or the connection was closed
@@ -197,5 +202,6 @@ class OverlappedSource:
 
     def close(self) -> None:
         """Stop the sampler process (idempotent)."""
+        self.outbox.close()
         self._finalizer()
         self.versions.clear()

@@ -9,8 +9,10 @@ which step is the plan's choice (:class:`Plan`): at fixed staleness k exactly ve
 for step t, so that the batches are those the trainer's in-process lag samples.
 
 Messages, trainer to sampler: ``("start", SamplerConfig)`` first, then ``("weights", version,
-tensors)`` and ``("took", step)``; sampler to trainer: ``("ready", pid)``, then per step
-``("rollouts", step, version, groups, stats, times)``, or ``("error", kind, lines)`` once. They are
+tensors)``, ``("took", step)`` (the trainer asked for that step's batch: the sampler may run further
+ahead) and ``("resample", step)`` (a bounded ``drop`` batch was too old); sampler to trainer:
+``("ready", pid)``, then per batch ``("rollouts", step, version, groups, stats, times)``, or
+``("error", kind, lines)`` once (``kind`` ``user``: bad input, exit 2 in the trainer). They are
 pickled by :mod:`pickle` itself (a tensor's bytes are copied into the message), not by
 ``multiprocessing``'s pickler, whose tensor reduction hands over shared-memory file descriptors that
 only a process started by ``multiprocessing`` can receive.

@@ -147,6 +147,14 @@ def test_a_failed_step_stops_the_sampler(tiny_base, started, tmp_path, monkeypat
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed"
 
 
+def test_bad_input_the_sampler_meets_ends_the_run_with_exit_2(cli, tiny_base, started, tmp_path):
+    """builtin:tiny has 512 positions: the sampler process is the first to sample, and says so."""
+    res = cli("train", "grpo", "--out", str(tmp_path / "run"), *[a for s in (f"model.name={tiny_base}", *LAG1,
+              "rollout.max_new_tokens=600", "rollout.staleness.overlap=true") for a in ("--set", s)])
+    assert res.code == 2 and "max_new_tokens: a prompt of" in res.stderr and "512 positions" in res.stderr
+    assert gone_within(started[0].pid, 10)
+
+
 def test_overlap_on_several_processes_is_refused(cli, tmp_path):
     res = cli("train", "grpo", "--nproc", "2", "--out", str(tmp_path / "run"), "--set", "rollout.staleness.max=1",
               "--set", "rollout.staleness.overlap=true")
