@@ -15,6 +15,7 @@ reward function (the recipe's terms, its verifiers, DAPO's soft overlong punishm
 from __future__ import annotations
 
 from rlvr_cli.bridges.base import Export, Warnings
+from rlvr_cli.bridges.export_async import trl_async
 
 TRL_STD_EPS = 1e-4
 """TRL adds 1e-4 to the std before dividing (grpo_trainer.py, fixed)."""
@@ -241,6 +242,7 @@ def export_trl(r) -> Export:
         "max_grad_norm": o.grad_clip if o.grad_clip is not None else 0.0,
         **_remedies(r, w, layout, notes),
         **_reference(r, w, layout),
+        **trl_async(r, w),
         **_precision(r, notes),
         "gradient_checkpointing": False,
         "logging_steps": layout["_updates_per_step"],

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from rlvr_cli.bridges.base import Export, Warnings
+from rlvr_cli.bridges.export_async import verl_async
 
 VERL_STD_EPS = 1e-6
 """verl's compute_grpo_outcome_advantage default epsilon (not exposed in the config)."""
@@ -322,6 +323,7 @@ def export_verl(r) -> Export:
         **_optim(r, w),
         **_shaping(r, w),
         **_remedies(r, w),
+        **verl_async(r, w),
         "trainer.experiment_name": r.name or "rlvr",
         "trainer.logger": ["console", "file"],  # the file logger's JSONL is what `rlvr compare` reads back
         "trainer.save_freq": r.checkpoint.every if r.checkpoint.every else -1,

@@ -291,7 +291,7 @@ class ISCorrectionSpec(Strict):
     """Truncated importance sampling against sampler/trainer mismatch (Yao et al. 2025; TRL's `vllm_importance_sampling_mode`, verl's `rollout_correction`): each token's policy loss is weighted by w = pi_trainer / pi_sampler, capped."""
 
     mode: ISMode = "none"
-    """`token_*`: w_t = exp(logp_trainer_t - logp_sampler_t); `sequence_*`: one w = exp(sum_t ...) per response; `*_truncate`: w <- min(w, cap); `*_mask`: w <- 0 where w > cap (or < cap_low); `none`: w = 1 (the mismatch is still logged when the sampler's log-probs are kept)."""
+    """`token_*`: w_t = exp(logp_trainer_t - logp_sampler_t); `sequence_*`: one w = exp(sum_t ...) per response; `*_truncate`: w <- min(w, cap); `*_mask`: w <- 0 where w > cap (or < cap_low); `none`: w = 1 (the mismatch is still logged when the sampler's log-probs are kept). Under rollout.staleness logp_trainer is the proximal policy's, so w = pi_prox / pi_behaviour: decoupled PPO's weight (AReaL masks at its cap: token_mask; verl truncates: token_truncate)."""
     cap: float = Field(2.0, gt=1, le=1000)
     """C: the upper cap on w (verl's default 2.0; TRL's 3.0)."""
     cap_low: float | None = Field(None, gt=0, lt=1)
@@ -307,7 +307,7 @@ class StalenessSpec(Strict):
     """Asynchronous RL as an ablation axis (docs/async.md): the batch trained at step t is sampled by the policy after step t-1-k's updates, k the lag (TRL `max_staleness`, AReaL `max_head_offpolicyness`, NeMo-RL `max_trajectory_age_steps`, prime-rl `async_level`, tinker `sampling_steps_ahead`); 0 is the synchronous trainer, exactly."""
 
     max: int = Field(0, ge=0, le=1024)
-    """k: the largest lag, in optimiser steps (trainer steps), between the policy that samples a batch and the one it trains; 0 = synchronous (on-policy)."""
+    """k: the largest lag, in trainer steps, between the policy that samples a batch and the one that trains on it (TRL `max_staleness`, AReaL `max_head_offpolicyness`, NeMo-RL `max_trajectory_age_steps`, prime-rl `async_level`, tinker `sampling_steps_ahead`); 0 = synchronous (on-policy)."""
     mode: StalenessMode = "fixed"
     """`fixed`: every batch is exactly min(k, t-1) steps old (reproducible, in one process or overlapped with `wait`); `bounded`: at most k old, as the sampler keeps up (overlapped only: the lag depends on timing)."""
     strategy: StalenessStrategy = "wait"
@@ -341,7 +341,7 @@ class RolloutSpec(Strict):
     top_k: int = Field(0, ge=0)
     """Top-k sampling (0 = off)."""
     old_logprobs: Literal["auto", "sampler", "recompute"] = "auto"
-    """Source of the behaviour log-probs log pi_old: `auto` takes them from the sampling pass when its numerics match the trainer's (float32, no autocast) and recomputes them otherwise."""
+    """Source of log pi_old, PPO's anchor: `sampler` (the behaviour policy's, as sampled), `recompute` (the trainer's forward with this step's weights before its update), `auto` the sampler's when its numerics match the trainer's (float32, no autocast), else recomputed. Under rollout.staleness `recompute` is the proximal policy, not the behaviour, and `auto` keeps the sampler's unless is_correction is on; recompute with is_correction is AReaL's decoupled PPO (docs/async.md)."""
     sample_autocast: Literal["none", "bfloat16", "float16"] = "none"
     """Sample under torch autocast to this dtype while the trainer keeps model.dtype: a real sampler/trainer mismatch (as vLLM bf16 vs an fp32 trainer), testable on CPU."""
     is_correction: ISCorrectionSpec = Field(default_factory=ISCorrectionSpec)
@@ -592,6 +592,32 @@ class KLSpec(Strict):
     def in_reward(self) -> bool:
         """KL is subtracted from the reward: r <- r - beta * sum_t k1_t (placement `reward`, beta > 0)."""
         return self.placement == "reward" and self.beta > 0
+
+
+# --- corrections for off-policy batches (issue 41; rlvr_cli/algo/off_policy.py, docs/async.md) -------------
+class M2POSpec(Strict):
+    """M2PO (Zheng et al. 2025, arXiv 2510.01161; AReaL `m2_threshold`): mask the loss tokens of largest (log pi_prox/pi_behaviour)^2 until their mean over the rest is <= m2_threshold; a masked token keeps its place in the denominator."""
+
+    m2_threshold: float = Field(0.04, gt=0, le=100)
+    """tau: the bound on the mean squared log importance ratio of the kept tokens (the paper's and AReaL's 0.04)."""
+
+
+class BehaviourKLSpec(Strict):
+    """KL to the behaviour policy as a loss term (prime-rl `kl_tau`): + coef * KL_t(pi_theta || pi_behaviour) on every loss token."""
+
+    coef: float = Field(..., gt=0, le=1000)
+    """tau: the coefficient of the per-token KL to the policy that sampled the batch."""
+    estimator: KLEstimator = "k1"
+    """With d = logp_behaviour - logp: k1 = -d (prime-rl's), k2 = d^2/2, k3 = exp(d) - 1 - d."""
+
+
+class OffPolicySpec(Strict):
+    """Corrections for a batch the trained policy did not sample (stale under rollout.staleness, or sampled with other numerics). AReaL's decoupled PPO is rollout.old_logprobs `recompute` with rollout.is_correction (docs/async.md)."""
+
+    m2po: M2POSpec | None = None
+    """Second-moment masking of the tokens whose importance ratio is most extreme (null = off)."""
+    behaviour_kl: BehaviourKLSpec | None = None
+    """A KL penalty toward the behaviour policy in the loss (null = off)."""
 
 
 class DynamicSamplingSpec(Strict):
@@ -868,6 +894,7 @@ class Recipe(Strict):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     trackers: TrackersSpec = Field(default_factory=TrackersSpec)
     distributed: DistributedSpec = Field(default_factory=DistributedSpec)
+    off_policy: OffPolicySpec = Field(default_factory=OffPolicySpec)
 
     @model_validator(mode="after")
     def _resolve_and_cross_check(self):
@@ -888,6 +915,7 @@ class Recipe(Strict):
         self._check_mean_scale()
         self._check_length_control()
         self._check_combination()
+        self._check_off_policy()
         if self.rollout.is_correction.mode != "none" and self.rollout.old_logprobs == "sampler":
             raise ValueError(
                 "rollout.is_correction needs the trainer's recomputed log-probs beside the sampler's: "
@@ -993,17 +1021,30 @@ class Recipe(Strict):
                 "scales advantages by 1 - delta) or baseline none"
             )
 
+    def _check_off_policy(self):
+        """Staleness and its corrections (docs/async.md): refuse what would be silently ignored."""
+        st, op = self.rollout.staleness, self.off_policy
+        if self.algorithm == "sft" and (st.max or op.m2po or op.behaviour_kl):
+            raise ValueError("rollout.staleness and off_policy act on RL rollouts: `algorithm: sft` samples nothing")
+
+    @property
+    def ratio_is_one_at_first_update(self) -> bool:
+        """Whether PPO's ratio is 1 (up to numerics) on the first update of each step: pi_old is the policy that
+        starts the update, i.e. no stale batch, or a stale one whose pi_old is recomputed (the proximal policy)."""
+        return self.rollout.staleness.max == 0 or self.rollout.old_logprobs == "recompute" or (
+            self.rollout.old_logprobs == "auto" and self.rollout.is_correction.mode != "none")
+
     def notes(self) -> list[str]:
         """Remarks about choices that are valid but easy to misread (printed, not errors)."""
         out = []
         if self.algorithm != "rl":
             return out
-        if self.optim.mu == 1 and self.optim.minibatches == 1:
+        on_policy = self.optim.mu == 1 and self.optim.minibatches == 1 and self.ratio_is_one_at_first_update
+        if on_policy:
             out.append(
                 "optim.mu = 1 with one minibatch: every update is on-policy, the ratio is 1 and "
                 "clipping never acts (clip fractions will be 0)."
             )
-        on_policy = self.optim.mu == 1 and self.optim.minibatches == 1
         cov = self.loss.cov_penalty
         if cov is not None and cov.type == "kl_cov" and on_policy:
             out.append(
@@ -1025,7 +1066,7 @@ class Recipe(Strict):
         ic = self.rollout.is_correction
         same_numerics = (self.rollout.sample_autocast == "none" and self.model.dtype in ("auto", "float32")
                          and self.model.autocast in ("auto", "none"))
-        if ic.mode != "none" and same_numerics:
+        if ic.mode != "none" and same_numerics and self.rollout.staleness.max == 0:
             out.append(
                 "rollout.is_correction with rollout.sample_autocast none and float32 weights: the sampler "
                 "and the trainer compute the same log-probs on CPU, so the weights are 1 and the correction "
@@ -1062,12 +1103,30 @@ class Recipe(Strict):
             out.append("advantage.scale mean with baseline leave_one_out is G/(G-1) times MaxRL (a rescale).")
         if self.kl.placement == "none" and self.kl.ref_reset_every:
             out.append("kl.ref_reset_every has no effect on the objective when kl.placement is none.")
+        out += _off_policy_notes(self, same_numerics, on_policy)
         if self.loss.ratio == "sequence" and self.loss.aggregation != "seq_mean_token_mean":
             out.append(
                 "loss.ratio = sequence (GSPO) with a token-weighted aggregation: GSPO's objective is a "
                 "mean over sequences (seq_mean_token_mean)."
             )
         return out
+
+
+def _off_policy_notes(recipe: Recipe, same_numerics: bool, on_policy: bool) -> list[str]:
+    """The notes about rollout.staleness and off_policy (Recipe.notes)."""
+    st, op, ro, out = recipe.rollout.staleness, recipe.off_policy, recipe.rollout, []
+    if st.max and ro.old_logprobs == "recompute" and ro.is_correction.mode == "none":
+        out.append("rollout.staleness with old_logprobs recompute and is_correction none: the ratio is taken against "
+                   "the proximal policy (this step's weights) with no weight for the behaviour policy, so the batch's "
+                   "staleness is neither clipped nor corrected (set is_correction for AReaL's decoupled PPO).")
+    if st.max and st.max >= recipe.steps - 1:
+        out.append(f"rollout.staleness.max {st.max} >= steps - 1: every batch is sampled by the initial policy.")
+    inert = st.max == 0 and same_numerics and on_policy
+    for name, spec in (("m2po", op.m2po), ("behaviour_kl", op.behaviour_kl)):
+        if spec is not None and inert:
+            out.append(f"off_policy.{name} with no staleness, sampler numerics equal to the trainer's and one "
+                       "on-policy update per step: the behaviour policy is the trained one, so it is inert.")
+    return out
 
 
 def literal_values(alias) -> tuple[str, ...]:

@@ -47,7 +47,9 @@ class Batch:
     ref_logp: torch.Tensor | None = None
     """(B, Lr) log-probs of the reference; None when this step does not need it (phase 2)."""
     is_weights: torch.Tensor | None = None
-    """(B, Lr) sampler-mismatch importance weights; None without a correction (phase 2)."""
+    """(B, Lr) per-token weights of the policy loss: the importance weights (phase 2) times M2PO's mask; None: none."""
+    behaviour_logp: torch.Tensor | None = None
+    """(B, Lr) the behaviour policy's (sampler's) log-probs, for off_policy.behaviour_kl; None when off."""
     shaped: torch.Tensor | None = None
     """(n_rows,) shaped rewards of the whole step's batch (phase 3)."""
     advantages: torch.Tensor | None = None
@@ -107,7 +109,7 @@ class Batch:
         """The fixed tensors of rows ``idx``, cut to the response ``width`` of their micro-batch."""
         cut = lambda t: None if t is None else t[idx, :width]  # noqa: E731
         return LossInputs(cut(self.old_logp), cut(self.ref_logp), self.adv[idx].unsqueeze(1), cut(self.loss_mask),
-                          cut(self.is_weights))
+                          cut(self.is_weights), cut(self.behaviour_logp))
 
     def pack(self, idx: torch.Tensor) -> Packed:
         """Rows ``idx`` as tensors, with their sampling supports when the rollout truncated (top-k / top-p)."""

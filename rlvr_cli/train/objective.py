@@ -32,6 +32,7 @@ from rlvr_cli.algo.passk import pass_at_k
 from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
 from rlvr_cli.algo.reward_combination import decoupled_group_advantages
 from rlvr_cli.algo.objectives import ObjectiveOut, cispo_surrogate, gmpo_surrogate, sapo_surrogate
+from rlvr_cli.algo.off_policy import behaviour_kl
 from rlvr_cli.algo.policy_loss import RATIOS, SurrogateOut, clipped_surrogate, token_log_ratio
 from rlvr_cli.algo.trust_region import dppo_surrogate
 from rlvr_cli.recipe.schema import LossSpec, Recipe
@@ -197,12 +198,15 @@ class LossInputs:
     loss_mask: torch.Tensor
     """(B, T) float: the tokens that count in the loss."""
     is_weights: torch.Tensor | None = None
-    """(B, T) sampler-mismatch importance weights; None: no correction."""
+    """(B, T) per-token weights of the policy loss (importance weights, M2PO's mask); None: no correction."""
+    behaviour_logp: torch.Tensor | None = None
+    """(B, T) the behaviour policy's log-probs when off_policy.behaviour_kl is on (rlvr_cli/train/off_policy.py)."""
 
 
 def token_loss(recipe: Recipe, logp, entropy, rows: LossInputs, sel: TokenSelection | None = None,
                entropy_coef: float | None = None) -> tuple[torch.Tensor, SurrogateOut]:
-    """Per-token loss (B, T): w_t * remedy(objective) + beta * KL_t (KL in the loss) - alpha * H_t.
+    """Per-token loss (B, T): w_t * remedy(objective) + beta * KL_t (KL in the loss) + tau * KL_t(pi || pi_behaviour)
+    (off_policy.behaviour_kl) - alpha * H_t.
 
     ``logp`` and ``entropy`` (B, T) are the current policy's; ``sel`` the remedies' tokens of these
     rows (None: no remedy); the objective is ``loss.objective`` (:func:`policy_surrogate`); alpha is
@@ -222,6 +226,10 @@ def token_loss(recipe: Recipe, logp, entropy, rows: LossInputs, sel: TokenSelect
         loss = loss * is_weights
     if ref_logp is not None and kl.in_loss:
         loss = loss + kl.beta * KL_ESTIMATORS[kl.estimator](logp, ref_logp)
+    # --- off_policy.behaviour_kl (issue 41): + tau * KL_t(pi_theta || pi_behaviour), prime-rl's kl_tau
+    if rows.behaviour_logp is not None:
+        bk = recipe.off_policy.behaviour_kl
+        loss = loss + bk.coef * behaviour_kl(logp, rows.behaviour_logp, bk.estimator)
     alpha = lo.entropy_coef if entropy_coef is None else entropy_coef
     if alpha:
         loss = loss - alpha * entropy
@@ -267,10 +275,11 @@ def zero_loss_rows(recipe: Recipe, adv: torch.Tensor, ref_logp, loss_mask: torch
       -min(rho*0, clip(rho)*0) = 0 (every loss.objective is proportional to A), and its top-entropy
       mask, Clip-Cov's detach and the importance weights keep it 0; not with KL in the loss, an
       entropy bonus (fixed or adaptive) or KL-Cov's penalty (it can pick any token), which reach
-      such a row whatever A is.
+      such a row whatever A is; nor with off_policy.behaviour_kl, the same.
     """
     cov = recipe.loss.cov_penalty
     terms_without_adv = ((ref_logp is not None and recipe.kl.in_loss) or recipe.loss.entropy_coef
-                         or recipe.loss.entropy_control is not None or (cov is not None and cov.type == "kl_cov"))
+                         or recipe.loss.entropy_control is not None or (cov is not None and cov.type == "kl_cov")
+                         or recipe.off_policy.behaviour_kl is not None)
     no_loss_token = loss_mask.sum(dim=1) == 0
     return no_loss_token if terms_without_adv else no_loss_token | (adv == 0)

@@ -37,6 +37,9 @@ def check_settings(recipe, size: int | None = None) -> None:
             f"rollout.prompts_per_step ({p}) is smaller than the {size} processes: a group never straddles "
             "ranks, so every rank needs at least one prompt; use at most that many processes (--nproc)"
         )
+    if recipe.rollout.staleness.max and recipe.distributed.strategy == "fsdp2":  # issue 41
+        raise UserError(f"rollout.staleness.max with distributed.strategy fsdp2 on {size} processes: the older policy "
+                        "versions would be kept and checkpointed shard by shard; use strategy ddp")
     lo = recipe.loss
     for field, value in (("loss.top_entropy_quantile", lo.top_entropy_quantile), ("loss.cov_penalty", lo.cov_penalty)):
         if value is not None:  # their token choice needs the whole minibatch's quantile / covariance on one rank

@@ -2,9 +2,11 @@
 
 One step (:func:`_train_step`):
   1. rollouts: P prompts x G responses, scored (true-verifier accuracy always computed), with DAPO
-     dynamic sampling when on, gathered once into a :class:`~.batch.Batch`   -> :mod:`.rollout`
-  2. behaviour log-probs (from the sampler when its numerics match, else recomputed) and reference
-     log-probs (when KL is in the objective; when it is only tracked, every `kl.track_every` steps)
+     dynamic sampling when on, gathered once into a :class:`~.batch.Batch`, sampled by the current
+     policy or, under ``rollout.staleness``, an older one (its lag logged) -> :mod:`.sources`, :mod:`.rollout`
+  2. pi_old's log-probs (the sampler's when its numerics match, else recomputed: under staleness the
+     proximal policy) and the reference's (when KL is in the objective; when it is only tracked, every
+     `kl.track_every` steps)                                   -> :mod:`.policies`
   3. reward shaping: DAPO soft overlong penalty; KL in the reward (r <- r - beta * sum_t k1_t)
                                                               -> :func:`.objective.shape_rewards`
   4. advantages per group: baseline and scale, or a pass@k objective (PKPO's reward transform,
@@ -12,12 +14,13 @@ One step (:func:`_train_step`):
   5. mu passes x minibatches optimiser updates of
         loss = aggregate( w_t * remedy( objective: PPO clip (token or sequence ratio), CISPO, SAPO, GMPO, DPPO )
                           + beta * KL_t            (KL in the loss)
+                          + tau * KL_t(pi || pi_b) (off_policy.behaviour_kl)
                           - alpha * H_t )          over response tokens, after masks
      (alpha: loss.entropy_coef, or the adaptive coefficient, moved after each update: .objective.EntropyControl)
                                                               -> :func:`.objective.token_loss`
      where remedy() is the top-entropy mask, Clip-Cov's cut or KL-Cov's penalty (their tokens chosen
-     once per minibatch: :func:`.objective.token_selection`) and w_t the sampler-mismatch importance
-     weight. Each minibatch's normaliser and token choices are computed once over the minibatch, so
+     once per minibatch: :func:`.objective.token_selection`) and w_t the importance weight pi_old /
+     pi_sampler (rollout.is_correction) times M2PO's mask (off_policy.m2po, :mod:`.off_policy`). Each minibatch's normaliser and token choices are computed once over the minibatch, so
      micro-batching (gradient accumulation) does not change the gradient. Zero-loss rows (token loss
      0 whatever the weights: :func:`.objective.zero_loss_rows`) are forwarded without a backward, for
      the statistics. A minibatch with no loss token (all truncated and masked) takes no optimiser
@@ -62,6 +65,7 @@ from rlvr_cli.train.packing import length_sorted_chunks, response_logprobs
 from rlvr_cli.train.parallel import full_state_dict, micro_batch_passes
 from rlvr_cli.train.progress import fmt
 from rlvr_cli.train.reference import AdapterDisabled, is_lora
+from rlvr_cli.train.off_policy import apply_off_policy, off_policy_metrics
 from rlvr_cli.train.policies import old_logprob_source, step_logprobs
 from rlvr_cli.train.session import Session, open_session
 from rlvr_cli.train.sources import RolloutSource, rollout_source
@@ -158,7 +162,7 @@ def _train_step(session: Session, rollouts: RolloutSource, reference, source: st
     row = {"step": step, **rollout_metrics(rs, r.rollout.group_size), "lr": session.scheduler.get_last_lr()[0],
            "policy_lag": batch_in.lag(step)}
     if not groups:  # dynamic sampling kept no group: the step's update slots pass unused
-        row.update(_no_groups_step(session))
+        row.update({**_no_groups_step(session), **off_policy_metrics()})
         return step_row("rl", {**row, **timing(rs, 0.0, 0.0, t_step)}), groups, []
     # this rank's contiguous share of the kept groups (all of them in one process); rows are group-major
     batch = Batch.from_groups(groups, dist.share(len(groups)), r.rollout.group_size, session.tokenizer.pad_token_id,
@@ -182,6 +186,7 @@ def _train_step(session: Session, rollouts: RolloutSource, reference, source: st
     if r.overlong.mask_truncated:
         batch.loss_mask[batch.truncated] = 0.0
     batch.zero_loss = zero_loss_rows(r, batch.adv, batch.ref_logp, batch.loss_mask)
+    row.update(apply_off_policy(session, batch, source))  # M2PO's mask, the behaviour KL's log-probs (off_policy)
 
     # 5. updates
     t0 = time.perf_counter()

@@ -5,7 +5,8 @@
 
 Each run is 3-4 steps of a shipped preset, or of one recipe per axis of the loop (dynamic sampling, KL
 in the reward, masked truncations, mu > 1 with minibatches, micro-batches, reference reset, resume
-mid-run, SFT), on the built-in warm-started model with a handful of prompts, so each takes seconds.
+mid-run, SFT, staleness and its corrections, top-k / top-p sampling), on the built-in warm-started
+model with a handful of prompts, so each takes seconds.
 What is recorded: every metrics.jsonl row and every eval/step_N.json, timing fields and the eval
 cache's `reused` flag (it says where a number came from, not what it is) aside.
 `tests/test_golden.py` re-runs a couple of them in the test suite.
@@ -42,6 +43,14 @@ GOLDEN: dict[str, tuple[str, list[str]]] = {
     "ref_reset": ("grpo", ["steps=4", "kl.ref_reset_every=2"]),
     "resume_mid_run": ("grpo", ["steps=4", "checkpoint.every=2", "kl.ref_reset_every=2"]),
     "sft": ("base_sft", ["model.name=builtin:tiny-init", "steps=3", "sft.batch_size=6", "optim.micro_batches=2"]),
+    # issue 41: staleness 0 must record exactly grpo's numbers; a lag of 2, with its corrections; top-k sampling
+    "staleness0": ("grpo", ["rollout.staleness.max=0"]),
+    "staleness2": ("grpo", ["steps=4", "rollout.staleness.max=2"]),
+    "staleness2_corrections": ("grpo", ["steps=4", "rollout.staleness.max=2", "rollout.old_logprobs=recompute",
+                                        "rollout.is_correction.mode=token_mask", "rollout.is_correction.cap=5",
+                                        "off_policy.m2po={m2_threshold: 0.04}",
+                                        "off_policy.behaviour_kl={coef: 0.1, estimator: k2}"]),
+    "top_k": ("grpo", ["rollout.top_k=5", "rollout.top_p=0.9"]),
 }
 
 

@@ -19,9 +19,10 @@ def load():
 
 def test_every_experiment_is_a_spec_and_the_command_passes_the_options_on():
     mod = load()
-    # objectives/ (~55 min) and real/ (the SmolLM2 wheel) are sweeps run on their own
+    # objectives/ (~55 min) and real/ (the SmolLM2 wheel) are sweeps run on their own; staleness/ has not run
+    # yet (issue 41): reproduce.py takes it on with its results
     assert sorted(mod.EXPERIMENTS) == sorted(p.parent.name for p in (ROOT / "results").glob("*/sweep.yaml")
-                                             if p.parent.name not in ("objectives", "real"))
+                                             if p.parent.name not in ("objectives", "real", "staleness"))
     argv = mod.command(["kl", "r1"], 3, 2, ["steps=5"], True, False, False)
     assert argv == ["sweep", "results/kl/sweep.yaml", "--jobs", "3", "--script", "r1=bash results/r1_pipeline.sh",
                     "--threads", "2", "--set", "steps=5", "--dry-run", "--no-continue", "--no-fork-server"]
