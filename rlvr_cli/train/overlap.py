@@ -151,9 +151,8 @@ class OverlappedSource:
             _, kind, lines = msg
             if kind == "user":
                 raise UserError(lines)
-            detail = f"\n{lines[1]}" if len(lines) > 1 else ""
-            raise RunFailed(f"the sampler process (pid {self.proc.pid}) failed at step {step}: {lines[0]}; "
-                            f"continue with --resume{detail}")
+            raise RunFailed(f"the sampler process (pid {self.proc.pid}) failed at step {step}: {lines[0]} "
+                            "(its traceback is above); continue with --resume")
         return msg
 
     def rollouts(self, step: int) -> Rollouts:

@@ -12,7 +12,8 @@ Messages, trainer to sampler: ``("start", SamplerConfig)`` first, then ``("weigh
 tensors)``, ``("took", step)`` (the trainer asked for that step's batch: the sampler may run further
 ahead) and ``("resample", step)`` (a bounded ``drop`` batch was too old); sampler to trainer:
 ``("ready", pid)``, then per batch ``("rollouts", step, version, groups, stats, times)``, or
-``("error", kind, lines)`` once (``kind`` ``user``: bad input, exit 2 in the trainer). They are
+``("error", kind, lines)`` once (``kind`` ``user``: bad input, exit 2 in the trainer; ``internal``:
+the traceback is printed on stderr, shared with the trainer). They are
 pickled by :mod:`pickle` itself (a tensor's bytes are copied into the message), not by
 ``multiprocessing``'s pickler, whose tensor reduction hands over shared-memory file descriptors that
 only a process started by ``multiprocessing`` can receive.
@@ -285,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:  # noqa: BLE001 - reported to the trainer, which fails the run with it
         import traceback
 
-        _report(conn, ("error", "internal", [f"{type(e).__name__}: {e}", traceback.format_exc()]))
+        traceback.print_exc()  # on the trainer's stderr (inherited), for the bug report
+        _report(conn, ("error", "internal", [f"{type(e).__name__}: {e}"]))
 
 
 if __name__ == "__main__":
