@@ -51,3 +51,16 @@ def rewrite_between_markers(path: str | Path, start: str, end: str, body: str) -
     if new != text:
         atomic_write_text(p, new)
     return new != text
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` as a written record should name it: relative to the working directory when it lies
+    under it (so results/ and sweep records made in a checkout hold no machine's absolute paths),
+    otherwise as given."""
+    p = Path(path)
+    if not p.is_absolute():
+        return str(p)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except (OSError, ValueError):
+        return str(p)

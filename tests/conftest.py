@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
+import rlvr_cli  # noqa: F401 - before torch: pins the CPU numerics (rlvr_cli/numerics.py), as every `rlvr` command does
+
 # No model hub and no dataset hub in tests: fail fast instead of retrying the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -84,7 +86,7 @@ def cli(capsys):
 
 @pytest.fixture(scope="session")
 def tiny_base(rlvr_cache):
-    """Directory of builtin:tiny, warm-started once per test session (about a minute on 2 cores)."""
+    """Directory of builtin:tiny (the shipped weights, written into the session's cache in about a second)."""
     from rlvr_cli.models import resolve_model_ref
     from rlvr_cli.warm_start import ensure_built
 

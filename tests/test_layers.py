@@ -27,9 +27,10 @@ LAYERS = (
     ("rundir", "dist"),
     ("metrics", "keyed_random", "console"),
     ("io", "errors", "__init__"),
+    ("numerics",),
 )
 """docs/design.md §6, top first: a unit (a subpackage or a top-level module of rlvr_cli) imports only
-from itself and from units of a later row. ``__init__`` is rlvr_cli/__init__.py (the version)."""
+from itself and from units of a later row. ``__init__`` is rlvr_cli/__init__.py (the version, and the CPU numerics pinned before torch loads)."""
 LAYER = {unit: i for i, row in enumerate(LAYERS) for unit in row}
 
 
@@ -166,5 +167,5 @@ def test_resolving_an_unbuilt_warm_start_trains_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RLVR_CACHE", str(tmp_path))
     with pytest.raises(UserError, match="not built yet"):
-        resolve_model_ref("builtin:tiny-countdown")
+        resolve_model_ref("builtin:tiny-check")  # built on first use (not shipped)
     assert not list(tmp_path.rglob("*.safetensors"))

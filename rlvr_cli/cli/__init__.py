@@ -26,7 +26,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from rlvr_cli.cli import compare, evaluate, export, recipes, sample, sweep, train, verify
+    from rlvr_cli.cli import compare, evaluate, export, models, recipes, sample, sweep, train, verify
 
     app.command("train", no_args_is_help=True)(train.train)
     app.command("sample", no_args_is_help=True)(sample.sample)
@@ -37,6 +37,7 @@ def _register() -> None:
     app.command("export", no_args_is_help=True)(export.export)
     app.command("sweep", no_args_is_help=True)(sweep.sweep)
     app.add_typer(recipes.app, name="recipes")
+    app.add_typer(models.app, name="models")
 
 
 _register()

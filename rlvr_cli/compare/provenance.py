@@ -7,8 +7,12 @@ code. Per run, from what its directory holds:
   ``sha256:<hex>`` of ``checkpoints/step_0/model.safetensors`` when the run kept a step-0 checkpoint;
   otherwise the eval files' ``weights`` field (``rlvr eval`` records carry it); else None (unknown).
 - ``git_commit``: run.json's ``git_commit`` (the trainer records it); None when absent.
-- ``model``: the recipe's ``model.name`` (a name, not a fingerprint: ``builtin:tiny`` is rebuilt from
-  code and can change between revisions, which is why the hash matters).
+- ``model``: the recipe's ``model.name`` (a name, not a fingerprint: a model of that name can change
+  between revisions, which is why the hash matters).
+- ``task_data``, ``numerics``, ``torch``: from run.json's ``fingerprint`` (:mod:`rlvr_cli.train.fingerprint`):
+  the rows the task served, the CPU kernels' kind and the torch version. Runs alike in the base weights
+  and the data but not in these agree up to the last bits of the arithmetic, not to the digit; a run
+  whose ``fingerprint_changes`` is not empty was resumed under other conditions (``changed``).
 """
 
 from __future__ import annotations
@@ -34,14 +38,26 @@ def run_provenance(run: Run) -> dict:
         weights = found.pop() if len(found) == 1 else None
     commit = info.get("git_commit")
     model = run.recipe.get("model", {}).get("name") if isinstance(run.recipe.get("model"), dict) else None
-    return {"base_weights": weights, "git_commit": commit if isinstance(commit, str) else None,
-            "model": model if isinstance(model, str) else None}
+    fp = info.get("fingerprint") if isinstance(info.get("fingerprint"), dict) else {}
+    changes = info.get("fingerprint_changes")
+    out = {"base_weights": weights, "git_commit": commit if isinstance(commit, str) else None,
+           "model": model if isinstance(model, str) else None}
+    out.update({key: fp.get(key) if isinstance(fp.get(key), str) else None for key in CONDITIONS})
+    out["changed"] = bool(changes) if isinstance(changes, list) else False
+    return out
+
+
+CONDITIONS = ("task_data", "numerics", "torch")
+"""The fingerprint fields besides the base weights and the code that `rlvr compare` reports."""
+FIELDS = ("base_weights", "git_commit", "model", *CONDITIONS)
 
 
 def summarize(per_run: dict[str, dict]) -> dict:
-    """The distinct values over all runs of each field (None = unknown for some run)."""
-    return {key: sorted({p[key] for p in per_run.values()}, key=lambda x: (x is None, str(x)))
-            for key in ("base_weights", "git_commit", "model")}
+    """The distinct values over all runs of each field (None = unknown for some run), and the runs resumed
+    under other conditions (``changed``)."""
+    out = {key: sorted({p.get(key) for p in per_run.values()}, key=lambda x: (x is None, str(x))) for key in FIELDS}
+    out["changed"] = sorted(path for path, p in per_run.items() if p.get("changed"))
+    return out
 
 
 def sentence(prov: dict) -> str:
@@ -55,8 +71,15 @@ def sentence(prov: dict) -> str:
         head = f"{what}: {shown[0]}" if len(shown) == 1 else f"{what} DIFFER between runs: {', '.join(shown)}"
         return head + unknown
 
-    return "; ".join([part(prov["model"], "Base model"), part(prov["base_weights"], "base weights"),
-                      part(prov["git_commit"], "code revision", lambda c: c[:12])]) + "."
+    parts = [part(prov["model"], "Base model"), part(prov["base_weights"], "base weights"),
+             part(prov["git_commit"], "code revision", lambda c: c[:12])]
+    for key, what in (("task_data", "task data"), ("numerics", "CPU numerics"), ("torch", "torch")):
+        if key in prov:  # summaries written before fingerprints lack them
+            parts.append(part(prov[key], what))
+    text = "; ".join(parts) + "."
+    if prov.get("changed"):
+        text += f" Resumed under other conditions (run.json fingerprint_changes): {', '.join(prov['changed'])}."
+    return text
 
 
 def _sha256(path) -> str:

@@ -14,7 +14,7 @@ from rlvr_cli.compare.provenance import run_provenance
 from rlvr_cli.compare.summary import AgainstControl, build_summary, render_markdown
 from rlvr_cli.compare.variants import Variant, differing_axes, flatten, group_variants, short_names
 from rlvr_cli.errors import UserError
-from rlvr_cli.io import atomic_write_json, atomic_write_text
+from rlvr_cli.io import atomic_write_json, atomic_write_text, display_path
 
 MEASUREMENT_KEYS = (
     "eval.n",
@@ -56,7 +56,7 @@ def compare_runs(
         raise UserError(f"--band {band}: expected one of {', '.join(BANDS)}")
     if smooth < 0:
         raise UserError(f"--smooth {smooth}: expected 0 (off) or a window of steps >= 1")
-    runs, skipped = load_runs(paths)
+    runs, skipped = load_runs([display_path(p) for p in paths])  # records name runs relative to the checkout
     if not runs:
         problems = [f"{s.path}: {s.reason}" for s in skipped] or ["no run directories given"]
         raise UserError(["rlvr compare: no readable run"] + problems)
@@ -82,7 +82,7 @@ def compare_runs(
                   "resamples": n_resamples},
         warnings=comparability_warnings(variants),
         figures=[f.name for f in files],
-        out_dir=str(out),
+        out_dir=display_path(out),
         control=AgainstControl(against, provenance),
     )
     atomic_write_json(out / "summary.json", summary)

@@ -14,7 +14,8 @@ each variant's ``against_control`` / ``curve`` and each run's ``provenance``: re
                   "resamples": int, "final_steps": int},
      "control": label, "against_control": {"control", "n_resamples", "seed", "confidence", "alpha",
                                            "arms": {label: ARM}, "curves": {label: CURVE}},
-     "provenance": {"base_weights"|"git_commit"|"model": [distinct values, null = unknown]},
+     "provenance": {"base_weights"|"git_commit"|"model"|"task_data"|"numerics"|"torch": [distinct values,
+                    null = unknown], "changed": [run paths resumed under other conditions]},
      "axes": [dotted recipe keys that differ between variants],
      "variants": [{"label": str, "axes": {key: value}, "runs": [path], "seeds": [int|null],
                    "last_steps": [int], "k": int|null, "against_control": ARM|null, "curve": CURVE,
@@ -25,7 +26,8 @@ each variant's ``against_control`` / ``curve`` and each run's ``provenance``: re
                                         "onset_steps": [int]}}}],
      "runs": [{"path": str, "name": str, "variant": label, "seed": int|null, "status": str,
                "last_step": int, "eval_steps": [int], "warnings": [str],
-               "provenance": {"base_weights": str|null, "git_commit": str|null, "model": str|null},
+               "provenance": {"base_weights"|"git_commit"|"model"|"task_data"|"numerics"|"torch": str|null,
+                              "changed": bool},
                "final": {"accuracy", "len_mean", "kl_mean", "entropy", LENGTH_FINALS, "pass@1", "pass@k",
                          "distinct_correct", "filler|wrong", "filler|right": number|null,
                          "k": int|null, "eval_step": int|null},
@@ -379,8 +381,14 @@ def arm_sentence(label: str, a: dict, control: str, curve: dict | None, control_
         mc = a["mcnemar"]
         if mc is not None:
             holm_p = f" (Holm {mc['p_holm']:.3g})" if mc.get("p_holm") is not None and mc["p_holm"] != mc["p"] else ""
-            test = (f"McNemar ({a['binary']}) {mc['only_control']} prompts right only under {control} vs "
-                    f"{mc['only_other']} only under {label}, p = {mc['p']:.3g}{holm_p}")
+            seeds = len(mc.get("per_seed") or ()) or 1
+            if seeds > 1:  # b and c are summed over the paired seeds: they count prompt x seed pairs
+                what = f"of {a['prompts'] * seeds} prompt x seed pairs ({a['prompts']} prompts, {seeds} paired seeds)"
+                p_word = "p = the largest per-seed p"
+            else:
+                what, p_word = f"of {a['prompts']} prompts", "p"
+            test = (f"McNemar ({a['binary']}) {mc['only_control']} {what} right only under {control} vs "
+                    f"{mc['only_other']} only under {label}, {p_word} = {mc['p']:.3g}{holm_p}")
         else:
             test = f"no McNemar test ({a.get('mcnemar_missing', 'no binary outcomes')})"
         word = a["verdict"]

@@ -12,7 +12,8 @@ The record is a deterministic function of (docs/design.md §4, ``evaluation/core
   spec the true verifier reads (everything except ``terms``, ``workers`` and ``worker_memory_mb``:
   the eval scores with the task's true verifier, whatever the training reward);
 - the eval settings ``evaluate_policy`` receives (``eval.*`` except ``every`` and ``at_start``), the
-  device type and the torch thread count (kernels may split reductions differently), the versions of
+  device type, the torch thread count and the CPU numerics (kernels may split reductions differently:
+  :mod:`rlvr_cli.numerics`), the versions of
   the libraries the sampler and the verifiers run on (:data:`LIBRARIES`) and the source of this package
   (a change to the sampler or a verifier is a new key).
 
@@ -33,6 +34,7 @@ from pathlib import Path
 import torch
 
 from rlvr_cli.io import atomic_write_json
+from rlvr_cli.numerics import numerics_kind
 
 KEY_VERSION = 1
 """Bump when the record gains a dependency the key does not hash."""
@@ -114,6 +116,7 @@ def initial_eval_key(model, tokenizer, task, task_spec, reward_spec, settings: d
         "settings": settings,
         "device": device.type,
         "threads": torch.get_num_threads(),
+        "numerics": numerics_kind() if device.type == "cpu" else None,  # the CPU kernels' last bits
         "libraries": library_versions(),
         "source": package_source_digest(),
     }

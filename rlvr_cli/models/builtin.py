@@ -13,17 +13,25 @@
   ``tiny-check4-marked`` (the check marks each column that disagrees with the answer) are the other
   candidates measured for it.
 
-The cache key is a hash of the fully resolved warm-start recipe and of :data:`BUILD_VERSION`, so
-editing the recipe (or the trace generator, with a version bump) rebuilds the model; builds are
-guarded by a file lock so parallel runs build it once. Cache root: ``$RLVR_CACHE`` or ``~/.cache/rlvr``.
-This module only names and finds the cached directories; the warm start itself is trained by
-:mod:`rlvr_cli.warm_start`, above both this package and the trainer.
+**Shipped weights.** A warm start is hundreds of optimiser steps, and the last bits of a CPU's kernels
+(with or without AVX-512, another torch) turn into other weights by its end, so every number after it
+would depend on the machine. The bases that results/ and the tests use (:data:`SHIPPED`, in
+``weights/manifest.json``) are therefore package data: ``weights/NAME.safetensors``, the very bits
+every machine loads, with their fingerprint (blake2b over the state dict, as run.json's
+``base_weights``). Using one writes it once into the cache as a model directory (config and tokenizer
+from code, the file's sha256 checked), which takes about a second. Their recipes stay: `rlvr models
+rebuild NAME` trains one again and says whether this machine's build equals the shipped bits (and
+``--write`` ships a new build after a recipe change). The other warm starts are built on first use,
+keyed by a hash of their recipe and :data:`BUILD_VERSION`, under a file lock so parallel runs build
+once. Cache root: ``$RLVR_CACHE`` or ``~/.cache/rlvr``. This module only names, materialises and finds
+the cached directories; training is :mod:`rlvr_cli.warm_start`'s, above this package and the trainer.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 from contextlib import contextmanager
@@ -43,6 +51,23 @@ WARM_START_RECIPES = {
     "tiny-check-marked": "base_sft_check_marked",
     "tiny-check4-marked": "base_sft_check4_marked",
 }
+
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+"""The shipped bases (package data): NAME.safetensors and manifest.json."""
+
+
+def shipped_manifest() -> dict[str, dict]:
+    """{name: entry} of the shipped bases: file, weights (blake2b fingerprint), sha256 (of the file),
+    recipe, recipe_key, steps, the numerics and torch they were built with, pass@k at the end."""
+    try:
+        return json.loads((WEIGHTS_DIR / "manifest.json").read_text(encoding="utf-8"))["models"]
+    except (OSError, ValueError, KeyError) as e:  # a broken install, not a user's input
+        raise RuntimeError(f"{WEIGHTS_DIR / 'manifest.json'}: the shipped built-in models' manifest is unreadable ({e})") from e
+
+
+def is_shipped(ref: str) -> bool:
+    return ref.startswith("builtin:") and ref.split(":", 1)[1] in shipped_manifest()
 
 
 def cache_root() -> Path:
@@ -70,40 +95,66 @@ def _locked(path: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _tiny_init_dir() -> Path:
-    target = cache_root() / "builtin" / f"tiny-init-v{BUILD_VERSION}"
-    if (target / "config.json").is_file():
+def shipped_model_dir(name: str) -> Path:
+    """The cache directory of the shipped base ``name``, written from the package data on first use."""
+    entry = shipped_manifest()[name]
+    target = cache_root() / "builtin" / f"{name}-{entry['weights'].split(':', 1)[1][:12]}"
+    if (target / "built.json").is_file():
         return target
-    with _locked(cache_root() / "builtin" / ".tiny-init.lock"):
-        if (target / "config.json").is_file():
-            return target
-        from rlvr_cli.models.tiny import build_tiny_model
-        from rlvr_cli.models.tokenizer import build_char_tokenizer
-
-        tok = build_char_tokenizer()
-        model = build_tiny_model(tok, seed=0)
-        tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        os.replace(tmp, target)
+    with _locked(cache_root() / "builtin" / f".{name}.lock"):
+        if not (target / "built.json").is_file():
+            _materialise(name, entry, target)
     return target
 
 
-def warm_start_key(recipe_yaml: str) -> str:
-    return hashlib.sha256(f"v{BUILD_VERSION}\n{recipe_yaml}".encode()).hexdigest()[:12]
+def _materialise(name: str, entry: dict, target: Path) -> None:
+    from rlvr_cli.models.tiny import tiny_config
+    from rlvr_cli.models.tokenizer import build_char_tokenizer
+
+    source = WEIGHTS_DIR / entry["file"]
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    if digest != entry["sha256"]:
+        raise RuntimeError(f"{source}: sha256 {digest[:16]}... is not the manifest's {entry['sha256'][:16]}...: "
+                           "the shipped weights are damaged; reinstall rlvr")
+    tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    tok = build_char_tokenizer()
+    config = tiny_config(tok)
+    config.architectures = ["GPT2LMHeadModel"]
+    config.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    shutil.copyfile(source, tmp / "model.safetensors")
+    (tmp / "built.json").write_text(json.dumps({"name": f"builtin:{name}", "shipped": True, **entry}, indent=2) + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+
+
+def recipe_key(recipe) -> str:
+    """A warm start's cache key: the recipe's fields that differ from the defaults (so a field added to
+    the schema later does not change it) and :data:`BUILD_VERSION`."""
+    fields = json.dumps(recipe.model_dump(mode="json", exclude_defaults=True), sort_keys=True)
+    return hashlib.sha256(f"v{BUILD_VERSION}\n{fields}".encode()).hexdigest()[:12]
 
 
 def warm_start_target(ref: str):
     """(warm-start recipe, cache directory) of a warm-started built-in model such as ``builtin:tiny``."""
     name = ref.split(":", 1)[1]
     if name not in WARM_START_RECIPES:
-        known = ", ".join(f"builtin:{n}" for n in ["tiny-init", *WARM_START_RECIPES])
+        known = ", ".join(f"builtin:{n}" for n in dict.fromkeys([*shipped_manifest(), *WARM_START_RECIPES]))
         raise UserError(f"{ref}: unknown built-in model (known: {known})")
-    from rlvr_cli.recipe.load import dump_recipe, load_recipe
+    from rlvr_cli.recipe.load import load_recipe
 
     recipe = load_recipe(WARM_START_RECIPES[name])
-    return recipe, cache_root() / "builtin" / f"{name}-{warm_start_key(dump_recipe(recipe))}"
+    return recipe, cache_root() / "builtin" / f"{name}-{recipe_key(recipe)}"
+
+
+def needs_training(ref: str | None) -> bool:
+    """Whether using ``ref`` would first train a warm start: a built-in name that is neither shipped nor built."""
+    if not ref or not ref.startswith("builtin:") or is_shipped(ref):
+        return False
+    name = ref.split(":", 1)[1]
+    return name in WARM_START_RECIPES and not (warm_start_target(ref)[1] / "built.json").is_file()
 
 
 def warm_start_lock(ref: str):
@@ -111,11 +162,11 @@ def warm_start_lock(ref: str):
 
 
 def builtin_model_dir(ref: str) -> Path:
-    """Directory of a built-in model. ``tiny-init`` is made on first use; a warm-started one must have
-    been built (by :func:`rlvr_cli.warm_start.ensure_built`, which every command calls): resolving a
-    name never trains anything."""
-    if ref.split(":", 1)[1] == "tiny-init":
-        return _tiny_init_dir()
+    """Directory of a built-in model. A shipped one is written from the package data on first use; any
+    other warm start must have been built (by :func:`rlvr_cli.warm_start.ensure_built`, which every
+    command calls): resolving a name never trains anything."""
+    if is_shipped(ref):
+        return shipped_model_dir(ref.split(":", 1)[1])
     _, target = warm_start_target(ref)
     if not (target / "built.json").is_file():
         raise UserError(

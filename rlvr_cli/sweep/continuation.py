@@ -85,9 +85,11 @@ def copy_command(start: Start, dst: Path) -> str:
     """The shell equivalent of :func:`copy_run`, for the record."""
     import shlex
 
-    cmd = f"cp -r {shlex.quote(str(start.src))} {shlex.quote(str(dst))}"
+    from rlvr_cli.io import display_path
+
+    cmd = f"cp -r {shlex.quote(display_path(start.src))} {shlex.quote(display_path(dst))}"
     if start.later:
-        cmd += " && rm -r " + " ".join(shlex.quote(str(dst / rundir.CHECKPOINTS_DIR / c)) for c in start.later)
+        cmd += " && rm -r " + " ".join(shlex.quote(display_path(dst / rundir.CHECKPOINTS_DIR / c)) for c in start.later)
     return cmd
 
 

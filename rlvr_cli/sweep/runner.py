@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.io import atomic_write_json
+from rlvr_cli.io import atomic_write_json, display_path
 from rlvr_cli.sweep.local import Job, LocalBackend, open_log
 from rlvr_cli.sweep.spec import Plan, PlannedRun
 from rlvr_cli.sweep.state import read_run
@@ -249,18 +249,16 @@ def _plan_done(items: list[_Item], i: int) -> bool:
 
 
 def _builds(plans: list[Plan], states: list[dict[str, str]]) -> dict[str, Script]:
-    """A build job for every warm-started built-in model that runs to be trained start from and that is not
-    cached yet: built once, in a slot, before its runs start (else the first run builds it and each other
-    run that starts meanwhile holds a slot waiting on the build's lock)."""
-    from rlvr_cli.models.builtin import WARM_START_RECIPES, warm_start_target
+    """A build job for every warm-started built-in model that runs to be trained start from and that is
+    neither shipped nor cached yet: built once, in a slot, before its runs start (else the first run builds
+    it and each other run that starts meanwhile holds a slot waiting on the build's lock)."""
+    from rlvr_cli.models.builtin import needs_training
 
     out = {}
     for plan, st in zip(plans, states):
         for r in [*plan.needs, *plan.runs]:
             ref = r.recipe.model.name
-            if (st[r.name] == "finished" or ref in out or not ref.startswith("builtin:")
-                    or ref.split(":", 1)[1] not in WARM_START_RECIPES
-                    or (warm_start_target(ref)[1] / "built.json").is_file()):
+            if st[r.name] == "finished" or ref in out or not needs_training(ref):
                 continue
             code = f"from rlvr_cli.warm_start import ensure_built; ensure_built({ref!r})"
             out[ref] = Script(f"build-{ref.split(':', 1)[1]}", f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}",
@@ -435,8 +433,8 @@ def _record(plan: Plan, result: SweepResult) -> None:
     earlier = _earlier_records(plan.out / "sweep.json")
     runs = []
     for o in result.outcomes:
-        argv = train_argv(o.run, o.state, plan.spec.nproc)
-        entry = {"name": o.run.name, "arm": o.run.arm, "seed": o.run.seed, "dir": str(o.run.dir),
+        argv = [display_path(a) if os.path.isabs(a) else a for a in train_argv(o.run, o.state, plan.spec.nproc)]
+        entry = {"name": o.run.name, "arm": o.run.arm, "seed": o.run.seed, "dir": display_path(o.run.dir),
                  "command": shlex.join(["rlvr", *argv]), "state": o.state, "result": o.result,
                  "detail": o.detail, "step": o.step, "seconds": round(o.seconds, 1)}
         if o.copied:
@@ -449,7 +447,7 @@ def _record(plan: Plan, result: SweepResult) -> None:
                 entry["made_by"] = made
         runs.append(entry)
     try:
-        atomic_write_json(plan.out / "sweep.json", {"spec": str(plan.spec_path), "arms": plan.arms,
+        atomic_write_json(plan.out / "sweep.json", {"spec": display_path(plan.spec_path), "arms": plan.arms,
                                                     "control": plan.control, "interrupted": result.interrupted,
                                                     "runs": runs})
     except OSError as e:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.tasks.base import Problem, Task, TraceTask, stable_hash
+from rlvr_cli.tasks.base import Problem, Task, TraceTask, data_fingerprint, stable_hash
 
 BUILTIN_TASKS = ("arithmetic", "countdown", "answer_check")
 """Tasks that need no data file: `--task NAME` and a recipe's `task: {name: NAME}` both accept them."""
@@ -76,4 +76,5 @@ def encode_prompt(tokenizer, task: Task, problem: Problem) -> list[int]:
     return list(tokenizer(problem.prompt, add_special_tokens=True)["input_ids"])
 
 
-__all__ = ["BUILTIN_TASKS", "Problem", "Task", "TraceTask", "build_task", "chat_messages", "encode_prompt", "stable_hash"]
+__all__ = ["BUILTIN_TASKS", "Problem", "Task", "TraceTask", "build_task", "chat_messages", "data_fingerprint", "encode_prompt",
+           "stable_hash"]

@@ -18,6 +18,7 @@ import torch
 from rlvr_cli import dist
 from rlvr_cli.errors import RunFailed
 from rlvr_cli.train.evalhook import eval_and_record
+from rlvr_cli.train.fingerprint import record_fingerprint
 from rlvr_cli.train.optim import grad_norm_and_clip
 from rlvr_cli.train.progress import step_progress
 from rlvr_cli.train.session import Session
@@ -46,7 +47,7 @@ def run_steps(
 ) -> Path:
     """Run steps start_step+1 .. recipe.steps and return the run directory.
 
-    Per step: ``step_fn`` -> metrics line; on the eval cadence an evaluation, then ``hooks.after_eval``;
+    First the run's fingerprint (:mod:`.fingerprint`). Per step: ``step_fn`` -> metrics line; on the eval cadence an evaluation, then ``hooks.after_eval``;
     ``hooks.after_step``; on the checkpoint cadence a checkpoint with ``hooks.checkpoint_extra()``. The
     run's status ends as finished, failed (with the error) or interrupted; the scorer is always closed.
     """
@@ -54,6 +55,7 @@ def run_steps(
     hooks = hooks or RunHooks()
     after_eval, after_step, checkpoint_extra = hooks.after_eval, hooks.after_step, hooks.checkpoint_extra
     try:
+        record_fingerprint(session, task)
         if session.start_step == 0 and recipe.eval.at_start:
             eval_and_record(session, task, scorer, 0)
         progress = step_progress(label, show=run.writer)

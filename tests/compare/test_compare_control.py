@@ -204,3 +204,31 @@ def test_a_clearly_better_arm_is_better_and_the_mirror_is_worse(tmp_path):
     assert up["verdict"] == "better" and up["pass@1"]["low"] > 0 and up["mcnemar"]["p_holm"] < 0.05
     assert down["verdict"] == "worse" and down["pass@1"]["high"] < 0
     assert "**better** than" in md and "**worse** than" in md
+
+
+def test_provenance_says_which_conditions_differ_between_runs(tmp_path):
+    runs = [write_arm(tmp_path, "ctl", 0, a=0.6, mid=40), write_arm(tmp_path, "x", 0, a=0.6, mid=40)]
+    for run, numerics in zip(runs, ["x86_64/AVX2", "x86_64/AVX512"]):
+        info = json.loads((run / "run.json").read_text())
+        fp = {"task_data": "blake2b:aa", "numerics": numerics, "torch": "2.13.0"}
+        (run / "run.json").write_text(json.dumps({**info, "fingerprint": fp}))
+    info = json.loads((runs[1] / "run.json").read_text())
+    (runs[1] / "run.json").write_text(json.dumps({**info, "fingerprint_changes": [{"from_step": 3, "torch": "2.14"}]}))
+    compare_runs([str(r) for r in runs], tmp_path / "cmp", n_resamples=200)
+    summary, md = _summary(tmp_path / "cmp")
+    assert summary["provenance"]["numerics"] == ["x86_64/AVX2", "x86_64/AVX512"]
+    assert summary["runs"][0]["provenance"]["task_data"] == "blake2b:aa"
+    assert "CPU numerics DIFFER between runs: x86_64/AVX2, x86_64/AVX512" in md
+    assert "task data: blake2b:aa" in md and "torch: 2.13.0" in md
+    resumed = md.split("Resumed under other conditions (run.json fingerprint_changes): ", 1)[1].split(".", 1)[0]
+    assert resumed.endswith(runs[1].name) and runs[0].name not in resumed
+
+
+def test_paths_inside_the_working_directory_are_recorded_relative(tmp_path, monkeypatch):
+    runs = [write_arm(tmp_path, "ctl", 0, a=0.6, mid=40), write_arm(tmp_path, "x", 0, a=0.6, mid=40)]
+    monkeypatch.chdir(tmp_path)
+    compare_runs([str(r.absolute()) for r in runs], tmp_path / "cmp", n_resamples=200)
+    text = (tmp_path / "cmp" / "summary.json").read_text() + (tmp_path / "cmp" / "summary.md").read_text()
+    assert str(tmp_path) not in text
+    summary, _ = _summary(tmp_path / "cmp")
+    assert summary["out_dir"] == "cmp" and summary["runs"][0]["path"] == str(runs[0].relative_to(tmp_path))

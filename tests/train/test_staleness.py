@@ -193,3 +193,19 @@ def test_each_correction_acts_on_a_stale_batch(tiny_base, tmp_path):
     dppo = run("dppo", "loss.objective={type: dppo_tv, delta_low: 0.001, delta_high: 0.001}")
     # stale tokens whose probability moved by more than delta since the behaviour policy sampled them are masked
     assert dppo[3]["clip_low_frac"] + dppo[3]["clip_high_frac"] > 0 and dppo[0]["clip_low_frac"] == 0
+
+
+def test_a_run_saved_before_the_staleness_fields_existed_resumes(tiny_base, tmp_path):
+    import yaml
+
+    r = recipe(tiny_base, "steps=2", "checkpoint.every=1")
+    train_rl(r, tmp_path / "a")
+    saved = yaml.safe_load((tmp_path / "a" / "recipe.yaml").read_text())
+    del saved["rollout"]["staleness"], saved["off_policy"]  # as the run's older version wrote it
+    (tmp_path / "a" / "recipe.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    shutil.rmtree(tmp_path / "a" / "checkpoints" / "step_2")
+    train_rl(r, tmp_path / "a", resume=True)  # the new fields at their defaults: the same recipe
+    saved["loss"]["clip"]["eps_high"] = 0.3  # any other difference is still named
+    (tmp_path / "a" / "recipe.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    with pytest.raises(UserError, match="eps_high"):
+        train_rl(r, tmp_path / "a", resume=True)

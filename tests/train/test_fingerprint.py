@@ -1,0 +1,72 @@
+"""A run's fingerprint (run.json): everything that decides its numbers, and what changed on a resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import tiny_run
+from rlvr_cli.models.builtin import shipped_manifest
+from rlvr_cli.numerics import numerics_kind
+from rlvr_cli.tasks import build_task, data_fingerprint
+
+SMALL = tiny_run("checkpoint.every=1")
+
+
+def _sets(*extra):
+    return [a for s in [*SMALL, *extra] for a in ("--set", s)]
+
+
+def test_a_run_records_its_fingerprint_and_a_resume_under_other_conditions_says_so(cli, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    res = cli("train", "grpo", "--out", str(run), *_sets())
+    assert res.code == 0, res.stderr
+    fp = json.loads((run / "run.json").read_text())["fingerprint"]
+    assert set(fp) == {"base_weights", "task_data", "recipe", "code", "code_revision", "torch", "numerics",
+                       "threads", "device"}
+    assert fp["base_weights"] == shipped_manifest()["tiny"]["weights"]
+    assert fp["numerics"] == numerics_kind() and fp["device"] == "cpu" and fp["threads"] == 1
+    assert fp["task_data"] == data_fingerprint(build_task("arithmetic"))
+    # the same run again elsewhere: the same fingerprint (the name is a label, not a knob)
+    res = cli("train", "grpo", "--out", str(tmp_path / "again"), *_sets("name=other"))
+    again = json.loads((tmp_path / "again" / "run.json").read_text())["fingerprint"]
+    assert {k: v for k, v in again.items()} == fp
+    # continued to more steps under another CPU kind: the first fingerprint stays, the change is listed
+    monkeypatch.setattr("rlvr_cli.train.fingerprint.numerics_kind", lambda: "aarch64/DEFAULT")
+    res = cli("train", "grpo", "--out", str(run), "--resume", *_sets("steps=3"))
+    assert res.code == 0, res.stderr
+    info = json.loads((run / "run.json").read_text())
+    assert info["fingerprint"] == fp
+    (change,) = info["fingerprint_changes"]
+    assert change["from_step"] == 3 and change["numerics"] == "aarch64/DEFAULT" and "recipe" in change
+
+
+def test_the_task_data_fingerprint_follows_the_rows():
+    from rlvr_cli.recipe.load import load_recipe
+
+    a = data_fingerprint(build_task("arithmetic"))
+    assert a == data_fingerprint(build_task("arithmetic")) and a.startswith("blake2b:")
+    other = load_recipe("grpo", ["task.num_eval=255"]).task
+    assert data_fingerprint(build_task(other)) != a
+    assert data_fingerprint(build_task("countdown")) != a
+
+
+class _OwnRows:
+    name, verifier, answer_marker = "mine", "integer", "#"
+
+    def data_fingerprint(self):
+        return "blake2b:own"
+
+
+def test_a_task_with_its_own_fingerprint_says_it():
+    assert data_fingerprint(_OwnRows()) == "blake2b:own"
+
+
+@pytest.mark.parametrize("path", ["/work/x", "rel/x"])
+def test_display_path(path, tmp_path, monkeypatch):
+    from rlvr_cli.io import display_path
+
+    monkeypatch.chdir(tmp_path)
+    assert display_path(path) == path
+    assert display_path(tmp_path / "runs" / "a") == "runs/a"
