@@ -157,6 +157,15 @@ def test_bad_input_the_sampler_meets_ends_the_run_with_exit_2(cli, tiny_base, st
     assert gone_within(started[0].pid, 10)
 
 
+def test_overlap_that_cannot_overlap_or_oversubscribes_is_noted():
+    at_zero = load_recipe("grpo", ["rollout.staleness.overlap=true"]).notes()
+    assert any("overlap with max 0" in n and "nothing overlaps" in n for n in at_zero)
+    threads = load_recipe("grpo", ["rollout.staleness.overlap=true", "rollout.staleness.max=1", "threads=null"]).notes()
+    assert any("overlap with threads null" in n for n in threads)
+    assert not any("overlap" in n for n in load_recipe("grpo", ["rollout.staleness.overlap=true",
+                                                                "rollout.staleness.max=1"]).notes())
+
+
 def test_overlap_on_several_processes_is_refused(cli, tmp_path):
     res = cli("train", "grpo", "--nproc", "2", "--out", str(tmp_path / "run"), "--set", "rollout.staleness.max=1",
               "--set", "rollout.staleness.overlap=true")
