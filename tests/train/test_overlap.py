@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,9 +89,10 @@ def lagged(tiny_base, tmp_path_factory):
     return metrics(out)
 
 
-def test_overlapped_equals_the_in_process_lag_and_resumes_to_it(tiny_base, lagged, started, tmp_path, monkeypatch):
+def test_overlapped_equals_the_in_process_lag_and_resumes_to_it_in_either_mode(tiny_base, lagged, started, tmp_path, monkeypatch):
     """Interrupted (Ctrl-C in the trainer) at step 4 with the checkpoint of step 2: the sampler had step 4's
-    batch in flight; on resume steps 3 and 4 are sampled again with versions 1 and 2 from the checkpoint."""
+    batch in flight; on resume steps 3 and 4 are sampled again with versions 1 and 2 from the checkpoint,
+    by a new sampler process or in this process."""
     r = recipe(tiny_base, "rollout.staleness.overlap=true")
     restore = interrupted_at_step(monkeypatch, 4)
     with pytest.raises(KeyboardInterrupt):
@@ -100,10 +102,14 @@ def test_overlapped_equals_the_in_process_lag_and_resumes_to_it(tiny_base, lagge
     assert [row["policy_lag"] for row in got] == [0, 1, 1]
     assert got == lagged[:3]
     restore()
+    shutil.copytree(tmp_path / "run", tmp_path / "in_process")
     rl.train_rl(r, tmp_path / "run", resume=True)
     assert metrics(tmp_path / "run") == lagged
     rows = RunDir(tmp_path / "run").read_metrics()
     assert all(row["time_wait_s"] is not None and row["time_handover_s"] is not None for row in rows)
+    # where a fixed lag's batches are sampled is not part of the run: it resumes in this process too
+    rl.train_rl(recipe(tiny_base, "rollout.staleness.overlap=false"), tmp_path / "in_process", resume=True)
+    assert metrics(tmp_path / "in_process") == lagged
 
 
 def test_a_lora_adapter_overlapped_equals_the_in_process_lag(tiny_base, started, tmp_path):
