@@ -200,6 +200,10 @@ def _rest(r, w: Warnings) -> list[str]:
             w.add(f"reward.length_control.{knob}", "not exported: TRL has no such reward shaping and rlvr's trl_reward does not add it")
     if r.overlong.soft_punish is not None:
         notes.append("overlong.soft_punish: TRL has none; rlvr's reward function (trl_reward.RlvrReward) adds it, so use that reward")
+    for term in (t for t in r.reward.terms if t.type == "function"):
+        notes.append(f"reward.terms function {term.function}: trl_reward.RlvrReward calls it with TRL's keywords, as rlvr "
+                     f"does; or pass it to GRPOTrainer(reward_funcs=[...]) itself (weight {term.weight:g} in reward_weights): "
+                     "the dataset has its columns")
     lora = r.model.lora
     if lora is not None:  # a GRPOTrainer argument, not a GRPOConfig one
         notes.append(f"model.lora: GRPOTrainer(peft_config=peft.LoraConfig(r={lora.rank}, lora_alpha={lora.alpha:g}, "

@@ -15,6 +15,11 @@ list[float]``): the recipe's weighted terms scored by rlvr's :class:`~rlvr_cli.r
 (the same verifiers, worker pool and time limit), plus DAPO's soft overlong punishment when the recipe
 has it (TRL has none of its own). It logs the true verifier's accuracy as ``rlvr/accuracy``. The
 dataset carries each prompt's gold answer in the ``rlvr_reference`` column, which TRL passes back.
+
+A recipe's ``function`` reward terms (the user's own TRL-signature functions) are called by the same
+scorer with the same keyword arguments as in ``rlvr train``. The dataset also has the columns such a
+function reads, ``answer`` and the task's ``reward_columns``, so the function itself can be passed to
+``GRPOTrainer(reward_funcs=[...])`` instead, with TRL's ``reward_weights``.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ class RlvrReward:
             meta = json.loads(rlvr_meta[i]) if rlvr_meta is not None else {}
             problem = Problem(pid, _text(prompts[i]), rlvr_reference[i], meta)
             seen[pid] = seen.get(pid, -1) + 1
-            items.append(ScoreItem(problem, _text(completions[i]), seen[pid], step, self._truncated(ids_list[i])))
+            items.append(ScoreItem(problem, _text(completions[i]), seen[pid], step, self._truncated(ids_list[i]),
+                                   completion_ids=ids_list[i]))
         scores = self.scorer.score(items)
         rewards = [s.reward for s in scores]
         sp = self.recipe.overlong.soft_punish
@@ -95,7 +101,8 @@ def _text(x) -> str:
 
 def train_dataset(recipe, num_prompts: int | None = None):
     """A ``datasets.Dataset`` of training prompts: ``prompt`` (text, or a conversation when the task uses
-    the chat template), ``rlvr_id``, ``rlvr_reference``, ``rlvr_meta``. Defaults to steps * P prompts."""
+    the chat template), ``rlvr_id``, ``rlvr_reference``, ``rlvr_meta``, and what a ``function`` reward term
+    reads: ``answer`` (= ``rlvr_reference``) and the task's ``reward_columns``. Defaults to steps * P prompts."""
     from datasets import Dataset
 
     r = _recipe(recipe)
@@ -103,12 +110,15 @@ def train_dataset(recipe, num_prompts: int | None = None):
     n = num_prompts or r.steps * r.rollout.prompts_per_step
     problems = task.train_problems(random.Random(r.seed), n)
     chat = getattr(getattr(task, "spec", None), "chat_template", False)
+    columns = getattr(getattr(task, "spec", None), "reward_columns", None) or []
     return Dataset.from_dict(
         {
             "prompt": [chat_messages(task.spec, p) if chat else p.prompt for p in problems],
             "rlvr_id": [p.id for p in problems],
             "rlvr_reference": [p.reference for p in problems],
             "rlvr_meta": [json.dumps(p.meta, default=str) for p in problems],
+            "answer": [p.reference for p in problems],
+            **{c: [(p.meta.get("columns") or {}).get(c) for p in problems] for c in columns},
         }
     )
 

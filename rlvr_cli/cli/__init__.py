@@ -1,7 +1,8 @@
 """The `rlvr` command line: thin commands over the library (docs/design.md §1).
 
 Exit status: 0 success, 2 bad input (one `where: field: problem` line per problem on stderr), 1 an
-internal failure (set RLVR_DEBUG=1 for the traceback).
+internal failure (set RLVR_DEBUG=1 for the traceback), 3 `rlvr doctor` found that training would learn
+nothing or stop.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from rlvr_cli.cli import compare, evaluate, export, models, recipes, sample, sweep, train, verify
+    from rlvr_cli.cli import compare, doctor, evaluate, export, models, recipes, sample, sweep, train, verify
 
     app.command("train", no_args_is_help=True)(train.train)
     app.command("sample", no_args_is_help=True)(sample.sample)
@@ -35,6 +36,7 @@ def _register() -> None:
     app.command("evaluate", no_args_is_help=True, help="Alias of `rlvr eval`.")(evaluate.evaluate)
     app.command("compare", no_args_is_help=True)(compare.compare)
     app.command("export", no_args_is_help=True)(export.export)
+    app.command("doctor", no_args_is_help=True)(doctor.doctor)
     app.command("sweep", no_args_is_help=True)(sweep.sweep)
     app.add_typer(recipes.app, name="recipes")
     app.add_typer(models.app, name="models")

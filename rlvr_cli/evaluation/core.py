@@ -207,10 +207,10 @@ def _score(scorer, flat, texts, responses):
     from rlvr_cli.rewards import ScoreItem
 
     items = [
-        ScoreItem(problem=p, response=t, sample_index=j, truncated=r.truncated)
+        ScoreItem(problem=p, response=t, sample_index=j, truncated=r.truncated, completion_ids=r.ids)
         for (p, j), t, r in zip(flat, texts, responses)
     ]
-    return scorer.score(items)
+    return scorer.score(items, functions=False)  # correctness only: the user's reward functions are not called
 
 
 def _sampled_metrics(problems, n, ks, maj_ks, responses, texts, scores, budgeted: bool) -> dict:

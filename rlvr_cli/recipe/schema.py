@@ -193,7 +193,7 @@ class DatasetTaskSpec(Strict):
     num_eval: int | None = Field(None, ge=1)
     """Cap on the number of held-out prompts (first N in a fixed order)."""
     question_field: str = "question"
-    """Column holding the question."""
+    """Column holding the question: text (formatted with prompt_template), or a conversation, a list of {role, content} messages as in TRL's conversational datasets (used as it is, with chat_template; prompt_template is not applied)."""
     answer_field: str = "answer"
     """Column holding the gold answer (or a solution it is extracted from)."""
     answer_extraction: Literal["gsm8k", "boxed", "none", "regex"] = "none"
@@ -208,6 +208,8 @@ class DatasetTaskSpec(Strict):
     """A system message before the question (needs chat_template)."""
     verifier: Literal["math", "integer"] = "math"
     """Verifier that decides correctness for this dataset."""
+    reward_columns: list[str] = Field(default_factory=list)
+    """Columns passed to `function` reward terms as keyword arguments of the same name (one value per completion, as TRL passes a dataset's columns); the gold answer always comes as `answer`."""
 
     @model_validator(mode="after")
     def _regex_given(self):
@@ -225,7 +227,24 @@ class DatasetTaskSpec(Strict):
         if self.eval_split and self.eval_path:
             raise ValueError("give eval_split (hub datasets) or eval_path (local files), not both")
         _check_system_prompt(self)
+        _check_reward_columns(self.reward_columns)
         return self
+
+
+RESERVED_REWARD_KWARGS = frozenset({"prompts", "completions", "completion_ids", "answer", "trainer_state", "log_extra",
+                                    "log_metric", "prompt", "completion"})
+"""Keyword arguments a `function` reward term gets from rlvr (TRL's names): no dataset column may take one."""
+
+
+def _check_reward_columns(columns: list[str]) -> None:
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"reward_columns lists a column twice: {columns}")
+    for c in columns:
+        if not c.isidentifier():
+            raise ValueError(f"reward_columns: {c!r} is not a Python identifier, so it cannot be a keyword argument")
+        if c in RESERVED_REWARD_KWARGS or c.startswith("rlvr_"):
+            raise ValueError(f"reward_columns: {c!r} is a keyword rlvr passes itself ({', '.join(sorted(RESERVED_REWARD_KWARGS))}, "
+                             "rlvr_*); rename the column")
 
 
 class ReasoningGymTaskSpec(Strict):
@@ -688,8 +707,27 @@ class FormatOnlyTerm(Strict):
     """w_k: this term's weight in r = sum_k w_k * term_k."""
 
 
+class FunctionTerm(Strict):
+    """Your own reward function with TRL's signature, `f(completions, **kwargs) -> list[float]`, called once per prompt's group with TRL's keyword arguments (prompts, completions, completion_ids, answer, the dataset's `reward_columns`, trainer_state) in the verifier worker pool under `reward.timeout_s`. It is your code and is NOT sandboxed (unlike the `code` verifier). A raise, a timeout or a wrong return (wrong length, None, NaN, a string) stops the run with exit 2 naming the function and the prompt (docs/own_task.md)."""
+
+    type: Literal["function"]
+    function: str = Field(..., min_length=3)
+    """`module:function` (imported from the current directory or PYTHONPATH) or `path/to/file.py:function` (relative to the current directory)."""
+    weight: float = 1.0
+    """w_k: this term's weight in r = sum_k w_k * term_k."""
+
+    @model_validator(mode="after")
+    def _reference_form(self):
+        where, _, name = self.function.rpartition(":")
+        if not where or not name.isidentifier():
+            raise ValueError(f"function {self.function!r}: expected `module:function` or `path/to/file.py:function`")
+        if not where.endswith(".py") and not all(part.isidentifier() for part in where.split(".")):
+            raise ValueError(f"function {self.function!r}: {where!r} is neither a module name (a.b.c) nor a .py file")
+        return self
+
+
 RewardTerm = Annotated[
-    Union[VerifierTerm, FormatTerm, RandomTerm, IncorrectTerm, FormatOnlyTerm], Field(discriminator="type")
+    Union[VerifierTerm, FormatTerm, RandomTerm, IncorrectTerm, FormatOnlyTerm, FunctionTerm], Field(discriminator="type")
 ]
 
 

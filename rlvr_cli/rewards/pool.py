@@ -126,11 +126,14 @@ def _close_all_pools() -> None:
 class VerifierPool:
     """Worker processes that run checks with a hard time limit each (see the module docstring)."""
 
-    def __init__(self, workers: int = 0, memory_mb: int | None = 4096, preload: tuple[str, ...] = (), code_options: dict | None = None):
+    def __init__(self, workers: int = 0, memory_mb: int | None = 4096, preload: tuple[str, ...] = (),
+                 code_options: dict | None = None, functions: tuple[str, ...] = ()):
         self.size = default_workers(workers)
         self.memory_mb = memory_mb
         self.preload = tuple(preload)
         self.code_options = dict(code_options or {})
+        self.functions = tuple(functions)
+        """User reward functions (``module:function``) each worker imports before it says ready."""
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -141,7 +144,7 @@ class VerifierPool:
     # --- workers ----------------------------------------------------------------------------------
     def _spawn(self) -> _Worker:
         cmd = [sys.executable, "-m", "rlvr_cli.rewards.worker", "--preload", ",".join(self.preload),
-               "--code-options", json.dumps(self.code_options)]
+               "--code-options", json.dumps(self.code_options), "--functions", json.dumps(self.functions)]
         if self.memory_mb:
             cmd += ["--memory-mb", str(self.memory_mb)]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, close_fds=True)

@@ -3,14 +3,15 @@
     r_i = sum_k weight_k * term_k(o_i)
 
 Terms (``reward.terms`` in the recipe): a correctness verifier (``task`` = the task's own, or
-``integer``/``math``/``countdown``/``code``), ``format`` (shaped), and the spurious controls ``random``,
-``incorrect``, ``format_only``. Each term's value before weighting is reported in ``Score.terms``,
+``integer``/``math``/``countdown``/``code``), ``format`` (shaped), the spurious controls ``random``,
+``incorrect``, ``format_only``, and ``function``: the user's own function with TRL's signature, called
+once per prompt's group in the worker pool (:mod:`rlvr_cli.rewards.function`). Each term's value before weighting is reported in ``Score.terms``,
 keyed by its type, or ``type#i`` (i = its position in ``reward.terms``) when a type appears twice.
 
 Whatever drives training, ``Score.correct``/``outcome``/``answer`` come from the task's TRUE
 verifier, so accuracy is always measured. A response cut at the length limit (``truncated``) never gave
 its final answer: with ``reward.truncated_is_incorrect`` (default) its true outcome is ``incorrect`` and
-every answer-based term is 0 (a ``random`` term still draws).
+every answer-based term is 0 (a ``random`` term still draws, and a ``function`` sees it as TRL would).
 
 Speed: identical (verifier, response, reference) checks in a batch are run once; the integer and
 countdown verifiers, ``format`` and the spurious terms run in-process (bounded by construction, a few
@@ -26,13 +27,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from rlvr_cli.errors import UserError
 from rlvr_cli.rewards import outcome as oc
 from rlvr_cli.rewards.format_reward import format_reward
+from rlvr_cli.rewards.function import PASSED, Call, FunctionFailed, check_signature, load_function, to_check, values_from
 from rlvr_cli.rewards.outcome import Outcome
 from rlvr_cli.rewards.pool import Check, VerifierPool, run_checks
 from rlvr_cli.rewards.registry import get_verifier, options_for
 from rlvr_cli.rewards.sandbox import STARTUP_ALLOWANCE_S
 from rlvr_cli.rewards.spurious import format_only_reward, random_reward
+from rlvr_cli.tasks import chat_messages
 from rlvr_cli.tasks.base import Problem
 
 if TYPE_CHECKING:
@@ -52,6 +56,8 @@ class ScoreItem:
     """Training step (part of the sample identity for `random`)."""
     truncated: bool = False
     """The response hit the length limit without an end of sequence."""
+    completion_ids: list[int] | None = None
+    """The response's token ids (TRL's ``completion_ids`` for a ``function`` term; None where unknown)."""
 
 
 @dataclass
@@ -87,8 +93,11 @@ def term_keys(types: list[str]) -> list[str]:
 class Scorer:
     """Scores responses with a recipe's ``RewardSpec`` for a task; owns the verifier worker pool.
 
-    Use as a context manager (or call ``close``); workers start on the first math or code check.
-    ``score`` is thread-safe (one batch at a time) and never raises for anything a model can write.
+    Use as a context manager (or call ``close``); workers start on the first math, code or function check.
+    ``score`` is thread-safe (one batch at a time) and never raises for anything a model can write; a
+    ``function`` term that fails raises ``UserError`` (the user's code is wrong, not the model).
+    A ``function`` term's module is imported here at once, so that a missing module or a signature that
+    cannot take rlvr's keywords is an error before any sampling.
     """
 
     def __init__(self, spec: RewardSpec, task, seed: int = 0):
@@ -105,6 +114,15 @@ class Scorer:
         }
         self._pool: VerifierPool | None = None
         self._lock = threading.Lock()
+        spec_of_task = getattr(task, "spec", None)
+        self.chat = bool(getattr(spec_of_task, "chat_template", False))
+        self.columns = list(getattr(spec_of_task, "reward_columns", None) or [])
+        self.functions = [(i, t) for i, t in enumerate(spec.terms) if t.type == "function"]
+        for i, term in self.functions:
+            try:
+                check_signature(load_function(term.function), term.function, set(PASSED) | set(self.columns))
+            except UserError as e:
+                raise UserError(f"reward.terms[{i}].function: {e.problems[0]}") from None
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def close(self) -> None:
@@ -124,12 +142,13 @@ class Scorer:
             used.add(self.true_verifier)
             preload = tuple(sorted(used & {"math", "code", "reasoning_gym"}))
             code_warm = {"isolation": self.spec.code.isolation, "python": self.spec.code.python}
-            self._pool = VerifierPool(self.spec.workers, self.spec.worker_memory_mb, preload, code_warm)
+            functions = tuple(sorted({t.function for _, t in self.functions}))
+            self._pool = VerifierPool(self.spec.workers, self.spec.worker_memory_mb, preload, code_warm, functions)
         return self._pool
 
     # --- scoring -----------------------------------------------------------------------------------
     def _verifier_name(self, term) -> str:
-        if term.type in ("task", "incorrect", "format", "format_only", "random"):
+        if term.type in ("task", "incorrect", "format", "format_only", "random", "function"):
             return self.true_verifier
         return term.type
 
@@ -139,12 +158,13 @@ class Scorer:
             timeout = max(timeout, self.spec.code.timeout_s + STARTUP_ALLOWANCE_S + CODE_CLEANUP_MARGIN_S)
         return Check(name, response, reference, options_for(name, self.options), timeout)
 
-    def score(self, items: list[ScoreItem]) -> list[Score]:
-        """One Score per item, in order (see the module docstring)."""
+    def score(self, items: list[ScoreItem], functions: bool = True) -> list[Score]:
+        """One Score per item, in order (see the module docstring). ``functions=False`` leaves the user's
+        ``function`` terms out of ``terms`` and ``reward`` (an evaluation, which reads only correctness)."""
         with self._lock:
-            return self._score(items)
+            return self._score(items, functions)
 
-    def _score(self, items: list[ScoreItem]) -> list[Score]:
+    def _score(self, items: list[ScoreItem], functions: bool = True) -> list[Score]:
         checks: list[Check] = []
         index: dict[tuple[str, str, str], int] = {}
 
@@ -171,7 +191,49 @@ class Scorer:
             plans.append(plan)
 
         outcomes = run_checks(checks, _LazyPool(self._get_pool))
-        return [self._assemble(item, plan, outcomes) for item, plan in zip(items, plans)]
+        called = self._function_values(items) if functions else {i: None for i, _ in self.functions}
+        return [self._assemble(item, plan, outcomes, {i: v and v[k] for i, v in called.items()})
+                for k, (item, plan) in enumerate(zip(items, plans))]
+
+    # --- the user's functions ------------------------------------------------------------------------
+    def _call(self, group: list[ScoreItem]) -> Call:
+        """One prompt's group as TRL's keyword arguments (conversational when the task uses a chat template)."""
+        p, n = group[0].problem, len(group)
+        if self.chat:
+            prompt = chat_messages(self.task.spec, p)
+            completions = [[{"role": "assistant", "content": it.response}] for it in group]
+        else:
+            prompt, completions = p.prompt, [it.response for it in group]
+        row = p.meta.get("columns") or {}
+        columns = {"answer": [p.reference] * n, **{c: [row.get(c)] * n for c in self.columns}}
+        return Call([prompt] * n, completions, [it.completion_ids for it in group], columns, group[0].step)
+
+    def _function_values(self, items: list[ScoreItem]) -> dict[int, list[float]]:
+        """Each ``function`` term's value per item: one call per prompt's group, all in the worker pool.
+        Raises ``UserError`` naming the function and the prompt when a call fails (never a silent 0)."""
+        if not self.functions or not items:
+            return {}
+        groups: dict[tuple[str, int], list[int]] = {}
+        for k, item in enumerate(items):
+            groups.setdefault((item.problem.id, item.step), []).append(k)
+        jobs = [(i, term, ks) for i, term in self.functions for ks in groups.values()]
+        timeout = self.spec.timeout_s
+        checks = [to_check(term.function, self._call([items[k] for k in ks]), timeout) for i, term, ks in jobs]
+        values: dict[int, list[float]] = {i: [0.0] * len(items) for i, _ in self.functions}
+        problems = []
+        for (i, term, ks), out in zip(jobs, self._get_pool().run(checks)):
+            try:
+                got = values_from(out, len(ks), timeout)
+            except FunctionFailed as e:
+                p = items[ks[0]].problem
+                problems.append(f"reward.terms[{i}].function {term.function}: {e}; on the prompt {p.prompt[:200]!r} "
+                                f"(id {p.id}, step {items[ks[0]].step})")
+                continue
+            for k, v in zip(ks, got):
+                values[i][k] = v
+        if problems:
+            raise UserError(problems[:1] + ([f"... and {len(problems) - 1} more calls of this step failed"] if len(problems) > 1 else []))
+        return values
 
     def _incorrect_reference(self, item: ScoreItem) -> str | None:
         try:
@@ -179,13 +241,16 @@ class Scorer:
         except Exception:  # noqa: BLE001 - a task that cannot make a wrong label gives the term 0
             return None
 
-    def _assemble(self, item: ScoreItem, plan: dict, outcomes: list[Outcome]) -> Score:
+    def _assemble(self, item: ScoreItem, plan: dict, outcomes: list[Outcome], called: dict[int, float | None]) -> Score:
+        """The item's Score; ``called`` holds each function term's value (None: not called, left out)."""
         skip = item.truncated and self.spec.truncated_is_incorrect
         true = oc.incorrect(None, "truncated: no final answer") if skip else outcomes[plan["true"]]
         values: dict[str, float] = {}
         reward = 0.0
         for i, (term, key, slot) in enumerate(zip(self.spec.terms, self.keys, plan["terms"])):
-            values[key] = value = self._term_value(i, term, item, slot, outcomes, skip)
+            if i in called and called[i] is None:
+                continue
+            values[key] = value = called[i] if i in called else self._term_value(i, term, item, slot, outcomes, skip)
             reward += term.weight * value
         return Score(reward=reward, correct=true.outcome == "correct", outcome=true.outcome, answer=true.answer, terms=values)
 

@@ -1,9 +1,11 @@
 """A verifier worker process: ``python -m rlvr_cli.rewards.worker``, driven by the pool over pipes.
 
 Protocol: JSON lines. The worker warms up (imports the verifiers it was told to preload and runs one
-check of each, so that no timed check pays for sympy's import) and says ``{"ready": true}``. Then, per
+check of each, so that no timed check pays for sympy's import; a user's reward functions are imported
+too) and says ``{"ready": true}``. Then, per
 request ``{"id", "verifier", "response", "reference", "options"}``, it answers ``{"id", "outcome",
-"reward", "answer", "detail"}``; a code check first announces its sandbox ``{"id", "sandbox": [pgid,
+"reward", "answer", "detail"}`` (a call of a user's reward function, verifier ``function``, answers
+its values as JSON in ``answer``: :mod:`rlvr_cli.rewards.function`); a code check first announces its sandbox ``{"id", "sandbox": [pgid,
 uid]}`` so that the pool can kill it too if it has to kill this worker. The protocol uses a private
 copy of stdout; the real stdout is pointed at stderr so that stray prints cannot corrupt it.
 
@@ -41,6 +43,10 @@ def _limit_memory(mb: int) -> None:
 def _answer(req: dict, send) -> dict:
     from rlvr_cli.rewards.registry import get_verifier
 
+    if req["verifier"] == "function":  # a user's reward function (rlvr_cli/rewards/function.py), not a verifier
+        from rlvr_cli.rewards.function import answer
+
+        return answer(req)
     verifier = get_verifier(req["verifier"])
     options = dict(req.get("options") or {})
     if "extract" in options:
@@ -64,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preload", default="")
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--code-options", default="{}")
+    parser.add_argument("--functions", default="[]", help="JSON list of user reward functions to import at start")
     args = parser.parse_args(argv)
     _die_with_parent()
     proto = os.fdopen(os.dup(1), "w", encoding="ascii", buffering=1)
@@ -88,6 +95,14 @@ def main(argv: list[str] | None = None) -> None:
             from rlvr_cli.rewards import reasoning_gym
 
             reasoning_gym.warm_up()
+    for ref in json.loads(args.functions):
+        from rlvr_cli.errors import UserError
+        from rlvr_cli.rewards.function import load_function
+
+        try:
+            load_function(ref)  # imported before the first timed call; a failure is reported by each call
+        except UserError:
+            pass
     send({"ready": True})
     for line in sys.stdin:
         if not line.strip():

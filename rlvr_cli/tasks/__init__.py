@@ -54,9 +54,15 @@ def default_task(model: str) -> str:
 
 
 def chat_messages(spec, problem: Problem) -> list[dict[str, str]]:
-    """The conversation a chat-form prompt is: an optional system message (``task.system_prompt``), then the question."""
+    """The conversation a chat-form prompt is: an optional system message (``task.system_prompt``), then the
+    question; or a dataset's own conversation (``problem.meta["messages"]``), after the system message
+    when the conversation has none of its own."""
     system = getattr(spec, "system_prompt", None)
-    return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": problem.prompt}]
+    head = [{"role": "system", "content": system}] if system else []
+    own = problem.meta.get("messages")
+    if own:
+        return (head if own[0]["role"] != "system" else []) + [dict(m) for m in own]
+    return head + [{"role": "user", "content": problem.prompt}]
 
 
 def encode_prompt(tokenizer, task: Task, problem: Problem) -> list[int]:

@@ -140,7 +140,7 @@ def _rounds(session, task, scorer, step: int, max_rounds: int, stats: RolloutSta
         t0 = time.perf_counter()
         items = [
             ScoreItem(problem=problems[mine[k // g]], response=texts[k], sample_index=k % g, step=step,
-                      truncated=out.finish_reasons[k] == "length")
+                      truncated=out.finish_reasons[k] == "length", completion_ids=out.response_ids[k])
             for k in range(len(texts))
         ]
         scores = scorer.score(items)

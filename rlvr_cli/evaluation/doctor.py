@@ -1,0 +1,251 @@
+"""`rlvr doctor`: what would make a run learn nothing or mislead, measured on the base model before training.
+
+It draws the first ``num_prompts`` prompts of the run's first step and samples G responses to each
+with the recipe's own rollout settings and the trainer's keyed random streams, so these are the
+responses step 1 would sample for them (on the same machine); then it scores them with the recipe's
+reward terms (the user's ``function`` terms included, through the worker pool) and checks:
+
+- truncated responses: cut at ``rollout.max_new_tokens`` before their answer. `warn` from
+  :data:`TRUNCATED_WARN`; `FAIL` when every response is cut and that leaves none usable
+  (``reward.truncated_is_incorrect`` or ``overlong.mask_truncated``).
+- groups with zero reward spread (all right or all wrong), and groups with no learning signal: every
+  advantage of the group 0 under the recipe's baseline and scale (or masked). `warn` from
+  :data:`SILENT_WARN`; `FAIL` when no group has a signal: the first update would be zero.
+- the reward per term (mean, spread, groups where it varies); a term constant on every response adds
+  nothing (`warn`: a broken function returns the same value everywhere).
+- reward against accuracy: within groups holding both right and wrong responses, the share of (right,
+  wrong) pairs where the wrong one scores at least as high. `warn` above 0: the reward teaches
+  something besides correctness.
+- prompts longer than the context: a prompt whose tokens plus ``rollout.max_new_tokens`` exceed the
+  model's positions stops training (exit 2) at the step that draws it, so `FAIL`; checked on the
+  sampled prompts, :data:`LENGTH_SAMPLE` more training draws and the evaluation prompts.
+- the sampling settings: top-p / top-k draw from a truncated distribution while the loss treats the
+  responses as samples of the full policy (`warn`).
+
+The recipe's own notes and the model notes (learning rate, precision) that ``rlvr recipes validate``
+prints come with it. Shaping is that of step 1: length controls and DAPO's soft overlong punishment are
+applied; KL in the reward is not (at step 1 the policy is the reference, k1 = 0).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from rlvr_cli.algo.advantages import group_advantages, zero_spread_groups
+from rlvr_cli.algo.length_control import length_controlled_rewards
+from rlvr_cli.algo.overlong import soft_overlong_penalty
+from rlvr_cli.errors import UserError
+from rlvr_cli.keyed_random import row_keys, stream_key
+from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
+from rlvr_cli.models.notes import model_notes
+from rlvr_cli.recipe.schema import Recipe
+from rlvr_cli.rewards import ScoreItem, Scorer
+from rlvr_cli.sampling import SamplingOptions, generate
+from rlvr_cli.tasks import build_task, encode_prompt
+
+TRUNCATED_WARN = 0.25
+"""Share of truncated responses from which the doctor warns: beyond a quarter, the limit shapes what is learned."""
+SILENT_WARN = 0.5
+"""Share of groups without spread (or signal) from which the doctor warns: half the batch then trains nothing."""
+LENGTH_SAMPLE = 256
+"""Training prompts drawn, beside the sampled ones and the evaluation's, to look for prompts longer than the context."""
+AMP = {"none": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Finding:
+    check: str
+    value: str
+    verdict: str
+    """`ok`, `info`, `warn` (learns less, or something misleading) or `FAIL` (learns nothing, or stops)."""
+    detail: str = ""
+
+
+@dataclass
+class TermStats:
+    key: str
+    weight: float
+    mean: float
+    std: float
+    low: float
+    high: float
+    groups_with_spread: int
+
+
+@dataclass
+class Diagnosis:
+    findings: list[Finding]
+    terms: list[TermStats]
+    notes: list[str]
+    prompts: int
+    responses: int
+    seconds: float = 0.0
+    samples: list[dict] = field(default_factory=list)
+    """A few sampled responses with their reward and verdict, to read."""
+
+    @property
+    def failures(self) -> list[str]:
+        """One line per reason the run would learn nothing or stop."""
+        return [f"{f.check}: {f.detail}" for f in self.findings if f.verdict == "FAIL"]
+
+
+def _share(k: int, n: int) -> str:
+    return f"{k} of {n} ({k / n:.0%})" if n else "0 of 0"
+
+
+def diagnose(recipe: Recipe, num_prompts: int = 8) -> Diagnosis:
+    """Sample, score and check a recipe's first step on its base model (see the module docstring)."""
+    t0 = time.perf_counter()
+    if recipe.algorithm != "rl":
+        raise UserError("algorithm: rlvr doctor checks RL recipes; an SFT recipe samples nothing")
+    task = build_task(recipe.task)
+    device = resolve_device(recipe.device)
+    model, tok, _ = load_model(recipe.model.name, device, recipe.model.dtype)
+    model.eval()
+    _, amp = weights_and_autocast(recipe.model.dtype, device)
+    amp = amp if recipe.model.autocast == "auto" else AMP[recipe.model.autocast]
+    ro, g = recipe.rollout, recipe.rollout.group_size
+    amp = AMP[ro.sample_autocast] if ro.sample_autocast != "none" else amp
+    problems = task.train_problems(stream_key(recipe.seed, 1, "prompts", 0).rng(), num_prompts)
+    prompt_ids = [encode_prompt(tok, task, p) for p in problems]
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    fits = [j for j, ids in enumerate(prompt_ids) if not isinstance(limit, int) or len(ids) + ro.max_new_tokens <= limit]
+    findings = [_context(recipe, task, tok, prompt_ids, limit)]
+    items: list[ScoreItem] = []
+    if fits:
+        options = SamplingOptions(ro.max_new_tokens, tok.eos_token_id, tok.pad_token_id, ro.temperature, ro.top_p,
+                                  ro.top_k, ignore_eos=ro.ignore_eos, autocast_dtype=amp)
+        keys = row_keys(stream_key(recipe.seed, 1, "sample", 0), [(j, i) for j in fits for i in range(g)])
+        out = generate(model, [prompt_ids[j] for j in fits for _ in range(g)], options, row_keys=keys)
+        items = [ScoreItem(problems[fits[k // g]], tok.decode(ids, skip_special_tokens=True), k % g, 1,
+                           out.finish_reasons[k] == "length", ids) for k, ids in enumerate(out.response_ids)]
+    with Scorer(recipe.reward, task, seed=recipe.seed) as scorer:
+        scores = scorer.score(items) if items else []
+    diag = Diagnosis(findings, [], recipe.notes() + model_notes(recipe), len(fits), len(items))
+    if items:
+        _check_scores(recipe, items, scores, diag)
+    findings.append(_sampling(recipe))
+    diag.samples = [{"prompt": it.problem.prompt, "response": it.response, "reward": s.reward, "outcome": s.outcome}
+                    for it, s in list(zip(items, scores))[:: max(1, g)][:4]]
+    diag.seconds = time.perf_counter() - t0
+    return diag
+
+
+def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosis) -> None:
+    """The findings that need the scored responses (rows are groups of G, in order)."""
+    g, n = recipe.rollout.group_size, len(items)
+    rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64).view(-1, g)
+    correct = torch.tensor([s.correct for s in scores]).view(-1, g)
+    cut = torch.tensor([it.truncated for it in items]).view(-1, g)
+    lengths = torch.tensor([len(it.completion_ids) for it in items], dtype=torch.float32).view(-1, g)
+    keys = list(scores[0].terms)
+    terms = torch.tensor([[s.terms[k] for k in keys] for s in scores], dtype=torch.float64).view(-1, g, len(keys))
+    shaped = _shaped(recipe, rewards, lengths, correct)
+    f = diag.findings
+    k = int(cut.sum())
+    unusable = recipe.reward.truncated_is_incorrect or recipe.overlong.mask_truncated
+    if k == n and unusable:
+        why = ("none enters the loss (overlong.mask_truncated)" if recipe.overlong.mask_truncated else
+               "none can be correct, and every answer-based term is 0 (reward.truncated_is_incorrect)")
+        f.append(Finding("truncated responses", _share(k, n), "FAIL", f"every response was cut at "
+                         f"rollout.max_new_tokens = {recipe.rollout.max_new_tokens} before its end: {why}"))
+    else:
+        f.append(Finding("truncated responses", _share(k, n), "warn" if k / n >= TRUNCATED_WARN else "ok",
+                         "cut at rollout.max_new_tokens before their end: their answers are scored 0" if k / n >= TRUNCATED_WARN else ""))
+    p = rewards.shape[0]
+    flat = int(zero_spread_groups(shaped).sum())
+    f.append(Finding("groups with zero reward spread", _share(flat, p), "warn" if flat / p >= SILENT_WARN else "ok",
+                     "all right or all wrong: a group baseline gives them advantage 0 "
+                     "(dynamic_sampling.enabled resamples such groups)" if flat / p >= SILENT_WARN else ""))
+    silent = int(_silent_groups(recipe, shaped, terms, cut).sum())
+    verdict = "FAIL" if silent == p else "warn" if silent / p >= SILENT_WARN else "ok"
+    f.append(Finding("groups with no learning signal", _share(silent, p), verdict,
+                     f"every advantage is 0 under advantage.baseline {recipe.advantage.baseline} and scale "
+                     f"{recipe.advantage.scale} (or masked): the update of step 1 would be zero" if verdict == "FAIL" else
+                     "these groups train nothing" if verdict == "warn" else ""))
+    acc = float(correct.double().mean())
+    solved = float(correct.any(dim=1).double().mean())
+    f.append(Finding("accuracy (task verifier)", f"{acc:.2f} (a prompt solved at least once: {solved:.2f})", "info"))
+    f.append(_disagreement(rewards, correct))
+    for j, (key, term) in enumerate(zip(keys, recipe.reward.terms)):
+        v = terms[:, :, j]
+        label = f"{key} {term.function.rpartition(':')[2]}" if term.type == "function" else key
+        diag.terms.append(TermStats(label, term.weight, float(v.mean()), float(v.std()) if v.numel() > 1 else 0.0,
+                                    float(v.min()), float(v.max()), int((~zero_spread_groups(v)).sum())))
+    constant = [t for t in diag.terms if t.high - t.low <= 1e-12]
+    if constant and len(keys) > 1:
+        broken = " (a function that returns one value for everything is likely broken)" if any(
+            t.key.startswith("function") for t in constant) else ""
+        f.append(Finding("constant reward terms", ", ".join(f"{t.key} = {t.low:g}" for t in constant), "warn",
+                         f"the same value on every response: the term adds nothing to the advantage{broken}"))
+
+
+def _shaped(recipe: Recipe, rewards, lengths, correct) -> torch.Tensor:
+    """Step 1's shaped reward (P, G): length controls and DAPO's soft overlong penalty (no KL: pi = pi_ref)."""
+    out = rewards
+    if (lc := recipe.reward.length_control) is not None:
+        out = length_controlled_rewards(rewards, lengths.to(rewards.dtype), rewards > 0, *lc.weights())
+    sp = recipe.overlong.soft_punish
+    if sp is not None:
+        pen = soft_overlong_penalty(lengths.flatten(), recipe.rollout.max_new_tokens, sp.buffer, sp.factor)
+        out = out + pen.view_as(out).to(out.dtype)
+    return out
+
+
+def _silent_groups(recipe: Recipe, shaped, terms, cut) -> torch.Tensor:
+    """(P,) groups where every response's advantage is 0 or masked out (GDPO: every term flat in the group)."""
+    if recipe.reward.combination == "decoupled":
+        flat = torch.stack([zero_spread_groups(terms[:, :, j]) for j in range(terms.shape[2])]).all(dim=0)
+        live = (~flat).unsqueeze(1).expand_as(cut)
+    else:
+        a = recipe.advantage
+        live = group_advantages(shaped, a.baseline, a.scale, a.eps) != 0
+    if recipe.overlong.mask_truncated:
+        live = live & ~cut
+    return ~live.any(dim=1)
+
+
+def _disagreement(rewards, correct) -> Finding:
+    """(right, wrong) pairs within a group where the wrong response scores at least as high."""
+    pairs = bad = 0
+    for r, c in zip(rewards.tolist(), correct.tolist()):
+        right = [x for x, ok in zip(r, c) if ok]
+        wrong = [x for x, ok in zip(r, c) if not ok]
+        pairs += len(right) * len(wrong)
+        bad += sum(w >= x for x in right for w in wrong)
+    if not pairs:
+        return Finding("reward vs accuracy", "no group with both right and wrong responses", "info")
+    return Finding("reward vs accuracy", f"wrong >= right in {_share(bad, pairs)} pairs", "warn" if bad else "ok",
+                   "within a group a wrong response scores at least as high as a right one: the reward teaches "
+                   "something besides correctness" if bad else "")
+
+
+def _context(recipe: Recipe, task, tok, sampled: list[list[int]], limit) -> Finding:
+    """Prompts that do not fit the model's positions with rollout.max_new_tokens after them."""
+    if not isinstance(limit, int):
+        return Finding("prompts longer than the context", "the model states no position limit", "info")
+    extra = task.train_problems(stream_key(recipe.seed, "doctor", "lengths").rng(), LENGTH_SAMPLE)
+    extra += task.eval_problems()[: recipe.eval.num_prompts]
+    lengths = [len(x) for x in sampled] + [len(encode_prompt(tok, task, p)) for p in extra]
+    room = limit - recipe.rollout.max_new_tokens
+    over = [n for n in lengths if n > room]
+    if not over:
+        return Finding("prompts longer than the context", f"0 of {len(lengths)} (longest {max(lengths)} + "
+                       f"{recipe.rollout.max_new_tokens} new <= {limit} tokens)", "ok")
+    return Finding("prompts longer than the context", _share(len(over), len(lengths)), "FAIL",
+                   f"prompt + rollout.max_new_tokens ({recipe.rollout.max_new_tokens}) exceeds the model's {limit} positions "
+                   f"(longest prompt {max(over)} tokens): training stops (exit 2) at the first step that draws one; "
+                   "shorten the prompts or rollout.max_new_tokens")
+
+
+def _sampling(recipe: Recipe) -> Finding:
+    ro = recipe.rollout
+    value = f"temperature {ro.temperature:g}, top_p {ro.top_p:g}, top_k {ro.top_k}"
+    if ro.top_p < 1 or ro.top_k > 0:
+        return Finding("sampling", value, "warn", "responses come from a truncated distribution while the loss treats "
+                       "them as samples of the full policy (its log-probs are the untruncated softmax's): a biased "
+                       "gradient, as in TRL and verl")
+    return Finding("sampling", value + " (the full distribution)", "ok")

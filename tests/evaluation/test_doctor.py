@@ -1,0 +1,82 @@
+"""`rlvr doctor`: it passes a recipe with a learning signal, fails one whose responses are all cut or whose
+prompts do not fit, and its counts are the hand-computed ones."""
+
+from __future__ import annotations
+
+import torch
+
+from rlvr_cli.evaluation.doctor import Finding, _disagreement, _silent_groups
+from rlvr_cli.recipe.load import load_recipe
+
+
+def test_dr_grpo_passes(cli):
+    res = cli("doctor", "dr_grpo")
+    assert res.code == 0, res.stderr
+    assert "groups with no learning signal" in res.stderr and "doctor:" not in res.stderr
+    assert "reward terms" in res.stderr and "sample: '" in res.stderr
+
+
+def test_the_recipe_notes_of_recipes_validate_come_with_it(cli):
+    res = cli("doctor", "dr_grpo", "--set", "optim.minibatches=1", "--prompts", "2")
+    assert res.code == 0, res.stderr
+    assert "note: optim.mu = 1 with one minibatch" in " ".join(res.stderr.split())
+
+
+def test_every_response_cut_fails_with_one_line_per_reason(cli):
+    res = cli("doctor", "dr_grpo", "--set", "rollout.max_new_tokens=1")
+    assert res.code == 3, res.stderr
+    reasons = [line for line in res.stderr.splitlines() if line.startswith("doctor:")]
+    assert len(reasons) == 2, res.stderr
+    assert reasons[0].startswith("doctor: truncated responses: every response was cut at rollout.max_new_tokens = 1")
+    assert reasons[1].startswith("doctor: groups with no learning signal: every advantage is 0")
+
+
+def test_a_prompt_longer_than_the_context_fails(cli):
+    res = cli("doctor", "dr_grpo", "--set", "rollout.max_new_tokens=510")  # the built-in model has 512 positions
+    assert res.code == 3, res.stderr
+    (reason,) = [line for line in res.stderr.splitlines() if line.startswith("doctor:")]
+    assert "prompts longer than the context" in reason and "exceeds the model's 512 positions" in reason
+
+
+def test_an_sft_recipe_is_bad_input(cli):
+    res = cli("doctor", "base_sft")
+    assert res.code == 2 and "algorithm" in res.stderr, res.stderr
+
+
+def test_help_states_the_exit_codes(cli):
+    res = cli("doctor", "--help")
+    text = " ".join(res.stdout.split())
+    assert res.code == 0 and "3 the run would learn nothing or stop" in text and "2 bad input" in text, res.stdout
+
+
+# --- the counts, by hand -----------------------------------------------------------------------------------------
+def test_wrong_at_least_as_high_as_right_is_counted_per_pair():
+    # group 1: right 1.0 vs wrongs 0.2 and 1.0 -> 1 bad of 2; group 2: right 0.5 vs wrong 0.5 -> 1 of 1; group 3: all wrong
+    rewards = torch.tensor([[1.0, 0.2, 1.0], [0.5, 0.5, 0.5], [0.0, 0.0, 0.0]])
+    correct = torch.tensor([[True, False, False], [True, False, True], [False, False, False]])
+    f = _disagreement(rewards, correct)
+    assert (f.value, f.verdict) == ("wrong >= right in 3 of 4 (75%) pairs", "warn")
+    ok = _disagreement(torch.tensor([[1.0, 0.0]]), torch.tensor([[True, False]]))
+    assert (ok.value, ok.verdict) == ("wrong >= right in 0 of 1 (0%) pairs", "ok")
+    assert _disagreement(torch.zeros(1, 2), torch.zeros(1, 2, dtype=torch.bool)).verdict == "info"
+
+
+def test_silent_groups_follow_the_baseline_and_the_mask():
+    shaped = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    terms = shaped.unsqueeze(-1)
+    cut = torch.tensor([[False, False], [False, False], [True, True]])
+    grpo = load_recipe("grpo")
+    assert _silent_groups(grpo, shaped, terms, cut).tolist() == [True, True, False]
+    # without a baseline, a group of 1s still pushes up what it sampled; a group of 0s does not
+    reinforce = load_recipe("grpo", ["advantage.baseline=none", "advantage.scale=none"])
+    assert _silent_groups(reinforce, shaped, terms, cut).tolist() == [False, True, False]
+    masked = load_recipe("grpo", ["overlong.mask_truncated=true"])
+    assert _silent_groups(masked, shaped, terms, cut).tolist() == [True, True, True]
+
+
+def test_failures_are_the_fail_findings():
+    from rlvr_cli.evaluation.doctor import Diagnosis
+
+    d = Diagnosis([Finding("a", "1", "ok"), Finding("b", "2", "FAIL", "why b"), Finding("c", "3", "warn", "why c")],
+                  [], [], 1, 1)
+    assert d.failures == ["b: why b"]

@@ -1,0 +1,266 @@
+"""A reward term from the user's own code (TRL's signature), run in the verifier worker pool: the values it
+returns are the term's, and every way it can go wrong is an error naming the function and the prompt."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pytest
+
+from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.schema import RewardSpec
+from rlvr_cli.rewards import ScoreItem, Scorer
+from rlvr_cli.rewards.function import Call, FunctionFailed, check_signature, checked_values, invoke
+from rlvr_cli.tasks import build_task
+
+USER_CODE = '''
+import time
+
+def digit_credit(completions, answer, **kwargs):
+    """Share of the gold answer's digits found, right-aligned, in the text after the last `#`."""
+    out = []
+    for text, gold in zip(completions, answer):
+        got = text.rsplit("#", 1)[-1] if "#" in text else ""
+        out.append(sum(a == b for a, b in zip(reversed(got), reversed(gold))) / len(gold))
+    return out
+
+def raises(completions, **kwargs):
+    return [1 / 0 for _ in completions]
+
+def short(completions, **kwargs):
+    return [1.0] * (len(completions) - 1)
+
+def nan(completions, **kwargs):
+    return [float("nan")] * len(completions)
+
+def text(completions, **kwargs):
+    return ["1.0"] * len(completions)
+
+def none(completions, **kwargs):
+    return [None] * len(completions)
+
+def scalar(completions, **kwargs):
+    return 1.0
+
+def slow(completions, **kwargs):
+    time.sleep(30)
+    return [0.0] * len(completions)
+
+def no_kwargs(completions, answer):
+    return [0.0] * len(completions)
+
+def wants_column(completions, difficulty, **kwargs):
+    return [0.0] * len(completions)
+
+not_a_function = 3
+'''
+
+
+@pytest.fixture(scope="module")
+def user_module(tmp_path_factory):
+    path = tmp_path_factory.mktemp("user") / "user_rewards.py"
+    path.write_text(textwrap.dedent(USER_CODE))
+    return path
+
+
+@pytest.fixture(scope="module")
+def arithmetic():
+    return build_task("arithmetic")
+
+
+def reward_spec(ref: str, **kw) -> RewardSpec:
+    return RewardSpec.model_validate({"terms": [{"type": "task"}, {"type": "function", "function": ref, "weight": 0.5}],
+                                      "workers": 1, **kw})
+
+
+def items(problem, responses, step=3):
+    return [ScoreItem(problem, r, i, step, completion_ids=[7] * (i + 1)) for i, r in enumerate(responses)]
+
+
+# --- the return, checked without a worker ---------------------------------------------------------------
+def test_checked_values_accepts_any_sequence_of_real_numbers():
+    assert checked_values([1, 0.5, True], 3) == [1.0, 0.5, 1.0]
+    assert checked_values(np.array([0.25, 1.0], dtype=np.float32), 2) == [0.25, 1.0]
+    assert checked_values((np.float64(2.0),), 1) == [2.0]
+
+
+@pytest.mark.parametrize("out, n, reason", [
+    ([1.0], 2, "returned 1 values for 2 completions"),
+    ([1.0, math.nan], 2, "returned nan for completion 1"),
+    ([math.inf], 1, "returned inf for completion 0"),
+    (["1.0"], 1, "returned a str ('1.0') for completion 0, not a number"),
+    ([None, 1.0], 2, "returned None for completion 0"),
+    (1.0, 1, "returned a float, not a list of 1 floats"),
+    ("10", 2, "returned a str ('10'), not a list of 2 floats"),
+    (None, 1, "returned None, not a list of 1 floats"),
+    ([[1.0]], 1, "returned a list for completion 0, not a number"),
+])
+def test_checked_values_says_what_is_wrong(out, n, reason):
+    with pytest.raises(FunctionFailed) as e:
+        checked_values(out, n)
+    assert str(e.value).startswith(reason), str(e.value)
+
+
+def test_invoke_reports_the_exception_and_where_it_was_raised(user_module):
+    from rlvr_cli.rewards.function import load_function
+
+    fn = load_function(f"{user_module}:raises")
+    with pytest.raises(FunctionFailed, match=r"raised ZeroDivisionError: division by zero \(at .*user_rewards.py:\d+\)"):
+        invoke(fn, Call(["p"], ["c"], [[1]], {"answer": ["1"]}))
+
+
+def test_signature_must_take_kwargs_and_only_passed_names(user_module):
+    from rlvr_cli.rewards.function import PASSED, load_function
+
+    with pytest.raises(UserError, match=r"takes no \*\*kwargs"):
+        check_signature(load_function(f"{user_module}:no_kwargs"), "no_kwargs", set(PASSED))
+    with pytest.raises(UserError, match=r"\['difficulty'\] are never passed .*task.reward_columns"):
+        check_signature(load_function(f"{user_module}:wants_column"), "wants_column", set(PASSED))
+    check_signature(load_function(f"{user_module}:wants_column"), "wants_column", set(PASSED) | {"difficulty"})
+
+
+# --- through the scorer and its worker pool ----------------------------------------------------------------
+def test_function_term_values_are_what_the_function_returns(user_module, arithmetic):
+    p = arithmetic.problem(347, 285)
+    with Scorer(reward_spec(f"{user_module}:digit_credit"), arithmetic) as s:
+        right, two_digits, none = s.score(items(p, ["12,13,6#632", "#642", "no answer"]))
+    assert right.terms == {"task": 1.0, "function": 1.0} and right.reward == pytest.approx(1.5)
+    assert two_digits.terms == {"task": 0.0, "function": pytest.approx(2 / 3)}
+    assert two_digits.reward == pytest.approx(1 / 3) and not two_digits.correct
+    assert none.terms == {"task": 0.0, "function": 0.0}
+
+
+def test_function_gets_trl_keywords_once_per_prompt(user_module, arithmetic, tmp_path):
+    """Each prompt's group is one call with TRL's keywords; the call happens in a worker, so the module is
+    asked (by a second function) what the worker saw."""
+    report = tmp_path / "seen.json"
+    code = user_module.read_text() + textwrap.dedent(f'''
+    import json
+    def spy(prompts, completions, completion_ids, trainer_state, **kwargs):
+        calls = json.load(open({str(report)!r})) if __import__("os").path.exists({str(report)!r}) else []
+        calls.append({{"prompts": prompts, "completions": completions, "ids": completion_ids,
+                       "step": trainer_state.global_step, "keys": sorted(kwargs), "answer": kwargs["answer"]}})
+        json.dump(calls, open({str(report)!r}, "w"))
+        kwargs["log_metric"]("x", 1.0)
+        return [float(len(c)) for c in completions]
+    ''')
+    module = tmp_path / "spy_rewards.py"
+    module.write_text(code)
+    a, b = arithmetic.problem(1, 2), arithmetic.problem(3, 4)
+    batch = items(a, ["#3", "#4"]) + items(b, ["#7"])
+    with Scorer(reward_spec(f"{module}:spy"), arithmetic) as s:
+        scores = s.score(batch)
+    assert [sc.terms["function"] for sc in scores] == [2.0, 2.0, 2.0]
+    import json
+
+    calls = json.loads(report.read_text())
+    assert len(calls) == 2
+    assert calls[0] == {"prompts": [a.prompt] * 2, "completions": ["#3", "#4"], "ids": [[7], [7, 7]], "step": 3,
+                        "keys": ["answer", "log_extra", "log_metric"], "answer": ["3", "3"]}
+    assert calls[1]["prompts"] == [b.prompt] and calls[1]["answer"] == ["7"]
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("raises", r"raised ZeroDivisionError: division by zero \(at .*user_rewards.py:\d+\)"),
+    ("short", "returned 1 values for 2 completions"),
+    ("nan", "returned nan for completion 0"),
+    ("text", r"returned a str \('1.0'\) for completion 0, not a number"),
+    ("none", "returned None for completion 0"),
+    ("scalar", "returned a float, not a list of 2 floats"),
+])
+def test_a_broken_function_is_an_error_naming_function_and_prompt(user_module, arithmetic, name, reason):
+    p = arithmetic.problem(347, 285)
+    ref = f"{user_module}:{name}"
+    with Scorer(reward_spec(ref), arithmetic) as s, pytest.raises(UserError) as e:
+        s.score(items(p, ["#632", "#1"]))
+    line = e.value.problems[0]
+    assert line.startswith(f"reward.terms[1].function {ref}: "), line
+    assert "on the prompt '347+285='" in line and "step 3" in line, line
+    import re
+
+    assert re.search(reason, line), line
+
+
+def test_a_function_over_the_time_limit_is_stopped_and_named(user_module, arithmetic):
+    p = arithmetic.problem(1, 1)
+    with Scorer(reward_spec(f"{user_module}:slow", timeout_s=1.0), arithmetic) as s, pytest.raises(UserError) as e:
+        s.score(items(p, ["#2"]))
+    assert "took longer than reward.timeout_s (1 s) and was stopped" in e.value.problems[0]
+    assert f"{user_module}:slow" in e.value.problems[0] and "on the prompt '001+001='" in e.value.problems[0]
+
+
+@pytest.mark.parametrize("ref, match", [
+    ("no_such_module_xyz:f", "cannot import no_such_module_xyz: ModuleNotFoundError"),
+    ("missing/file.py:f", "missing/file.py: no such file"),
+    ("{module}:nope", "has no 'nope'"),
+    ("{module}:not_a_function", "not_a_function is a int, not a function"),
+    ("{module}:no_kwargs", r"takes no \*\*kwargs"),
+])
+def test_a_function_that_cannot_be_loaded_is_refused_before_scoring(user_module, arithmetic, ref, match):
+    ref = ref.format(module=user_module)
+    with pytest.raises(UserError, match=rf"^reward.terms\[1\].function: .*{match}"):
+        Scorer(reward_spec(ref), arithmetic)
+
+
+def test_a_module_on_the_import_path_by_name(user_module, arithmetic, monkeypatch):
+    monkeypatch.chdir(user_module.parent)
+    p = arithmetic.problem(347, 285)
+    with Scorer(reward_spec("user_rewards:digit_credit"), arithmetic) as s:
+        (score,) = s.score(items(p, ["#632"]))
+    assert score.terms["function"] == 1.0
+
+
+@pytest.mark.parametrize("ref", ["f", "mod:", ":f", "a b:f", "mod:not-an-identifier", "pkg..mod:f"])
+def test_schema_refuses_a_malformed_reference(ref):
+    with pytest.raises(ValueError, match="function"):
+        reward_spec(ref)
+
+
+def test_function_terms_combine_like_any_term(user_module):
+    """Weights and GDPO's decoupled combination take a function term as any other."""
+    from rlvr_cli.recipe.load import load_recipe
+
+    r = load_recipe("grpo", ["reward.combination=decoupled", "reward.terms=[{type: task}, {type: function, "
+                             f"function: '{user_module}:digit_credit', weight: 0.3}}]"])
+    assert [t.type for t in r.reward.terms] == ["task", "function"] and r.reward.terms[1].weight == 0.3
+
+
+def test_an_evaluation_does_not_call_the_function(user_module, arithmetic):
+    """Evaluation reads correctness only: a function that would fail is not called there."""
+    p = arithmetic.problem(347, 285)
+    with Scorer(reward_spec(f"{user_module}:raises"), arithmetic) as s:
+        (score,) = s.score(items(p, ["#632"]), functions=False)
+    assert score.correct and score.terms == {"task": 1.0} and score.reward == 1.0
+
+
+def test_a_chat_task_gives_the_function_trl_s_conversational_form(tmp_path):
+    """With a chat template the prompts are the conversations and each completion one assistant message;
+    a dataset's reward columns come under their own names."""
+    import json
+
+    from rlvr_cli.recipe.schema import DatasetTaskSpec
+
+    data = tmp_path / "c.jsonl"
+    data.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": f"{i}+{i}?"}], "answer": str(2 * i),
+                                        "level": i % 3}) + "\n" for i in range(20)))
+    task = build_task(DatasetTaskSpec(path=str(data), question_field="prompt", chat_template=True,
+                                      system_prompt="Be brief.", reward_columns=["level"], verifier="integer"))
+    report = tmp_path / "seen.json"
+    module = tmp_path / "chat_rewards.py"
+    module.write_text(textwrap.dedent(f'''
+    import json
+    def spy(prompts, completions, level, answer, **kwargs):
+        json.dump({{"prompts": prompts, "completions": completions, "level": level, "answer": answer}}, open({str(report)!r}, "w"))
+        return [1.0] * len(completions)
+    '''))
+    p = task.eval_problems()[0]
+    with Scorer(reward_spec(f"{module}:spy"), task) as s:
+        s.score(items(p, ["4", "5"]))
+    seen = json.loads(report.read_text())
+    i = int(p.prompt.split("+")[0])
+    convo = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"{i}+{i}?"}]
+    assert seen == {"prompts": [convo, convo], "completions": [[{"role": "assistant", "content": "4"}],
+                                                                [{"role": "assistant", "content": "5"}]],
+                    "level": [i % 3, i % 3], "answer": [str(2 * i)] * 2}
