@@ -82,6 +82,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("is_corrected_frac", "rollout.is_correction: fraction of response tokens whose weight was truncated or masked (0 for mode none)", "IS-corrected"),
     Metric("is_weight_mean", "rollout.is_correction: mean importance weight over response tokens (1 for mode none)", "IS weight mean"),
     Metric("policy_lag", "rollout.staleness: optimiser steps between the policy that sampled the step's batch and the one that trains on it (0 on-policy; min(k, step-1) at a fixed lag k)", "policy lag"),
+    Metric("stale_batches_dropped", "rollout.staleness bounded with strategy drop: batches of this step sampled and dropped for being more than `max` steps old (0 otherwise)", "stale dropped"),
     Metric("m2po_masked_frac", "off_policy.m2po: fraction of the step's loss tokens M2PO masked (their (log pi_prox/pi_behaviour)^2 the largest; null when off)", "M2PO masked"),
     Metric("m2po_second_moment", "off_policy.m2po: mean (log pi_prox - log pi_behaviour)^2 over the step's loss tokens before masking (how off-policy the batch is)", "M2 (before mask)"),
     Metric("outcomes", "counts per verifier outcome (correct / incorrect / unparseable / timeout / error)", "outcomes"),
@@ -90,6 +91,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("time_verify_s", "seconds verifying", "verify s", timing=True),
     Metric("time_ref_s", "seconds on behaviour and reference log-probs", "log-prob s", timing=True),
     Metric("time_update_s", "seconds in the optimiser updates", "update s", timing=True),
+    Metric("time_wait_s", "rollout.staleness.overlap: seconds the trainer waited for the sampler process's batch (null in one process)", "wait s", timing=True),
+    Metric("time_handover_s", "rollout.staleness.overlap: seconds handing weights to the sampler process (the trainer's copy and send of the previous step's, the sampler's load of the version it sampled this batch with; null in one process)", "handover s", timing=True),
+    Metric("time_sampler_idle_s", "rollout.staleness.overlap: seconds the sampler process waited before this batch, for its weights or for the trainer (null in one process)", "sampler idle s", timing=True),
     Metric("step_time_s", "seconds for the whole step", "step s", BOTH, timing=True),
     Metric("tokens_per_s", "sampling throughput", "tokens/s", timing=True),
 )

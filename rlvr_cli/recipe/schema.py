@@ -1118,6 +1118,12 @@ def _off_policy_notes(recipe: Recipe, same_numerics: bool, on_policy: bool) -> l
                    "staleness is neither clipped nor corrected (set is_correction for AReaL's decoupled PPO).")
     if st.max and st.max >= recipe.steps - 1:
         out.append(f"rollout.staleness.max {st.max} >= steps - 1: every batch is sampled by the initial policy.")
+    if st.overlap and st.max == 0:
+        out.append("rollout.staleness.overlap with max 0: step t is sampled by the weights of step t-1, so nothing "
+                   "overlaps (the serial trainer plus a weight handover); max 1 samples the next step while this one trains.")
+    if st.overlap and recipe.threads is None:
+        out.append("rollout.staleness.overlap with threads null: the trainer and the sampler process each take torch's "
+                   "default thread count and compete for the cores (threads 1 each suits a 2-core machine).")
     inert = st.max == 0 and same_numerics and on_policy
     for name, spec in (("m2po", op.m2po), ("behaviour_kl", op.behaviour_kl)):
         if spec is not None and inert:

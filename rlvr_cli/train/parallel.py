@@ -28,6 +28,9 @@ def check_settings(recipe, size: int | None = None) -> None:
         return
     if recipe.algorithm != "rl":
         raise UserError(f"distributed: {size} processes: only `algorithm: rl` runs distributed; run SFT on one process")
+    if recipe.rollout.staleness.overlap:
+        raise UserError(f"rollout.staleness.overlap: its sampler process serves one trainer process, not {size}; run "
+                        "it on one process (or set overlap false: the same numbers at a fixed lag, sampled in-process)")
     p = recipe.rollout.prompts_per_step
     if size > p:
         raise UserError(

@@ -63,6 +63,31 @@ class RolloutStats:
     time_verify_s: float = 0.0
     sampled: list[Group] = field(default_factory=list)
     """Every group sampled this step (all rounds), for unbiased policy statistics."""
+    time_wait_s: float | None = None
+    """Overlapped trainer (:mod:`.overlap`): seconds the trainer waited for this batch; None in one process."""
+    time_handover_s: float | None = None
+    """Overlapped trainer: seconds handing weights over, the trainer's copy and send of the previous step's
+    weights plus the sampler's load of the version that sampled this batch; None in one process."""
+    time_sampler_idle_s: float | None = None
+    """Overlapped trainer: seconds the sampler waited before this batch (for its weights, or for the trainer
+    to catch up); None in one process."""
+    batches_dropped: int = 0
+    """Batches of this step sampled and dropped for being older than ``rollout.staleness.max`` (bounded, drop)."""
+
+
+@dataclass
+class Rollouts:
+    """One step's rollouts."""
+
+    groups: list[Group]
+    """The kept groups (as :func:`collect_rollouts` returns them)."""
+    stats: RolloutStats
+    policy_version: int
+    """Optimiser steps the sampling weights had seen: step - 1 on-policy, max(0, step - 1 - k) at a fixed lag k."""
+
+    def lag(self, step: int) -> int:
+        """Steps between the policy that sampled this batch and the one that trains on it at ``step``."""
+        return step - 1 - self.policy_version
 
 
 SAMPLE_AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -60,7 +60,8 @@ def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> tuple[i
     on its final step) is made on resuming (``rl.train_rl``), as the longer run made it. And a
     ``kl.ref_reset_every`` of N where the run had none, when at most N steps are trained: no reset fell
     inside them, so they are the first steps of the run with resets (the reset at step N, if it is the
-    last step trained, is made on resuming). One difference stays: the evaluation at the old last step
+    last step trained, is made on resuming). ``rollout.staleness.overlap`` may change at a fixed lag (it
+    changes where the batches are sampled, not what). One difference stays: the evaluation at the old last step
     is kept even when ``eval.every`` does not fall on it. Returns (the saved step count when ``steps``
     changes, else None; the reset change {"from", "to", "at_step"} or None); raises UserError naming
     every other difference.
@@ -70,6 +71,7 @@ def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> tuple[i
     # how the work is split is not part of what the run computes: a run resumes on any number of processes
     new = {**recipe.model_dump(mode="json"), **ignore}
     before = {**saved, **ignore, "steps": recipe.steps}
+    new, before = _where_sampled_ignored(new), _where_sampled_ignored(before)
     saved_kl = saved.get("kl") if isinstance(saved.get("kl"), dict) else {}
     every = recipe.kl.ref_reset_every
     reset = None
@@ -97,6 +99,16 @@ def _continuation(root: Path, saved: dict, recipe: Recipe, done: int) -> tuple[i
         raise UserError(f"{change}: optim.schedule {recipe.optim.schedule!r} is a function of the total steps, "
                         "so the steps already trained would not be the longer run's; start a new run")
     return old, reset
+
+
+def _where_sampled_ignored(recipe: dict) -> dict:
+    """``recipe`` (a dumped recipe) without ``rollout.staleness.overlap`` when its lag is fixed: the sampler
+    process and the in-process lag sample the same batches (docs/async.md), so a run resumes in either."""
+    rollout = recipe.get("rollout")
+    st = rollout.get("staleness") if isinstance(rollout, dict) else None
+    if not isinstance(st, dict) or st.get("mode", "fixed") != "fixed":
+        return recipe
+    return {**recipe, "rollout": {**rollout, "staleness": {**st, "overlap": None}}}
 
 
 def _with_new_defaults(saved: dict) -> dict:

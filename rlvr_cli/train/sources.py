@@ -10,9 +10,9 @@ t-1-version (metric ``policy_lag``):
 - :class:`LaggedSource` (k = ``rollout.staleness.max`` > 0, ``overlap`` false): the weights of version
   max(0, t-1-k), kept in this process (:mod:`.policy_versions`). Slower than synchronous (nothing
   overlaps), but the batch of step t is what any sampler holding version t-1-k draws.
-- ``OverlappedSource`` (``overlap`` true): a sampler process beside the trainer (branch
-  ``async-overlap``). At a fixed k with strategy ``wait`` it samples step t with exactly version t-1-k,
-  so it must equal :class:`LaggedSource` to the bit: rollouts are keyed by (seed, step, round, prompt,
+- :class:`~.overlap.OverlappedSource` (``overlap`` true): a sampler process beside the trainer. At a
+  fixed k with strategy ``wait`` it samples step t with exactly version t-1-k, so it equals
+  :class:`LaggedSource` to the bit (tests/train/test_overlap.py): rollouts are keyed by (seed, step, round, prompt,
   sample) (:mod:`rlvr_cli.keyed_random`), so a batch is a function of its step and its weights alone,
   whenever and wherever it is drawn.
 
@@ -24,27 +24,12 @@ uninterrupted run would have used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.train.overlap import OverlappedSource
 from rlvr_cli.train.policy_versions import trainable_tensors, weights_swapped
-from rlvr_cli.train.rollout import Group, RolloutStats, collect_rollouts
-
-
-@dataclass
-class Rollouts:
-    """One step's rollouts."""
-
-    groups: list[Group]
-    """The kept groups (as :func:`~.rollout.collect_rollouts` returns them)."""
-    stats: RolloutStats
-    policy_version: int
-    """Optimiser steps the sampling weights had seen: step - 1 on-policy, max(0, step - 1 - k) at a fixed lag k."""
-
-    def lag(self, step: int) -> int:
-        """Steps between the policy that sampled this batch and the one that trains on it at ``step``."""
-        return step - 1 - self.policy_version
+from rlvr_cli.train.rollout import Rollouts, collect_rollouts
 
 
 class RolloutSource(Protocol):
@@ -92,17 +77,8 @@ class LaggedSource:
         if k < 1:
             raise ValueError(f"LaggedSource needs a lag k >= 1, got {k}")
         self.session, self.task, self.scorer, self.k = session, task, scorer, k
-        start = session.start_step
-        self.versions: dict[int, dict] = {int(v): t for v, t in (saved or {}).get("versions", {}).items()}
-        missing = [v for v in range(max(0, start - k), start) if v not in self.versions]
-        if missing:
-            raise UserError(
-                f"{session.run.root}: the checkpoint of step {start} does not hold the weights of policy versions "
-                f"{missing}, which rollout.staleness.max {k} samples the next steps with (a checkpoint written "
-                "without staleness?); resume from a run trained with this recipe"
-            )
-        self.versions[start] = trainable_tensors(session.model)
-        self.newest = start
+        self.versions = resumed_versions(session, k, saved)
+        self.newest = session.start_step
 
     def rollouts(self, step: int) -> Rollouts:
         version = max(0, step - 1 - self.k)
@@ -126,12 +102,28 @@ class LaggedSource:
         self.versions.clear()
 
 
+def resumed_versions(session, k: int, saved: dict | None) -> dict[int, dict]:
+    """The policy versions the steps after ``session.start_step`` may sample with at a lag of at most k: those
+    the checkpoint resumed from saved (``saved``: a source's :meth:`~RolloutSource.state`) and the current
+    weights. UserError when the checkpoint lacks one of them."""
+    start = session.start_step
+    versions: dict[int, dict] = {int(v): t for v, t in (saved or {}).get("versions", {}).items()}
+    missing = [v for v in range(max(0, start - k), start) if v not in versions]
+    if missing:
+        raise UserError(
+            f"{session.run.root}: the checkpoint of step {start} does not hold the weights of policy versions "
+            f"{missing}, which rollout.staleness.max {k} samples the next steps with (a checkpoint written "
+            "without staleness?); resume from a run trained with this recipe"
+        )
+    versions[start] = trainable_tensors(session.model)
+    return versions
+
+
 def rollout_source(recipe, session, task, scorer, saved: dict | None = None) -> RolloutSource:
     """The source ``rollout.staleness`` asks for; ``saved`` is the ``state()`` checkpointed by the run resumed."""
     st = recipe.rollout.staleness
-    if st.overlap:
-        raise UserError("rollout.staleness.overlap: the overlapped trainer is not part of this build yet "
-                        "(branch async-overlap); set overlap false for the same numbers in one process")
+    if st.overlap:  # the sampler process builds its own task and scorer; this process's score evaluations
+        return OverlappedSource(session, resumed_versions(session, st.max, saved))
     if st.max == 0:
         return SyncSource(session, task, scorer)
     return LaggedSource(session, task, scorer, st.max, saved)

@@ -193,6 +193,7 @@ def rollout_metrics(rs: RolloutStats, group_size: int) -> dict:
         "ds_prompts": rs.prompts_sampled,
         "outcomes": outcomes,
         "gen_tokens": rs.gen_tokens,
+        "stale_batches_dropped": rs.batches_dropped,
     }
 
 
@@ -239,6 +240,9 @@ def timing(rs: RolloutStats, time_ref: float, time_update: float, t_step: float)
         "time_update_s": round(time_update, 4),
         "step_time_s": round(time.perf_counter() - t_step, 4),
         "tokens_per_s": round(rs.gen_tokens / rs.time_sample_s, 1) if rs.time_sample_s > 0 else None,
+        **{k: None if v is None else round(v, 4) for k, v in (
+            ("time_wait_s", rs.time_wait_s), ("time_handover_s", rs.time_handover_s),
+            ("time_sampler_idle_s", rs.time_sampler_idle_s))},
     }
 
 
