@@ -182,10 +182,22 @@ def _open_lock_file(run_dir: Path) -> int:
     return fd
 
 
-def acquire(run_dir: str | Path, owner: object | None = None, doing: str = "training into this directory again") -> None:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
+
+
+def acquire(run_dir: str | Path, owner: object | None = None, doing: str = "training into this directory again",
+            record_pid: bool = True) -> None:
     """Take the run directory's lock (creating the directory), or raise ``UserError`` naming the pid
     of the process that holds it and what waits (``doing``). With ``owner``, the hold ends when ``owner``
-    is garbage-collected.
+    is garbage-collected. ``record_pid=False`` leaves the lock file's bytes as they are until
+    :func:`record_holder` (a resume refused before it writes leaves the run byte for byte).
     The run's files are checked (:func:`check_run_files`) once the lock is held."""
     run_dir = Path(run_dir)
     key = _key(run_dir)
@@ -207,7 +219,8 @@ def acquire(run_dir: str | Path, owner: object | None = None, doing: str = "trai
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise UserError(f"{run_dir}/{LOCK_NAME}: cannot lock the run directory: {e.strerror}") from None
-            who = f"process {text}" if text.isdigit() else "another process"
+            # a resume records its pid only once it writes: until then the file names the last holder
+            who = f"process {text}" if text.isdigit() and _alive(int(text)) else "another process"
             raise UserError(
                 f"{run_dir}: in use by {who}, which holds {run_dir / LOCK_NAME}; wait for it to finish "
                 f"(or stop it) before {doing}"
@@ -217,14 +230,25 @@ def acquire(run_dir: str | Path, owner: object | None = None, doing: str = "trai
         except UserError:
             os.close(fd)
             raise
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except OSError:
-            pass  # the pid only names the holder in a message; a full disk is the run's to report
         _held[key] = [fd, 1]
+        if record_pid:
+            record_holder(run_dir)
     if owner is not None:
         weakref.finalize(owner, release, run_dir)
+
+
+def record_holder(run_dir: str | Path) -> None:
+    """Write this process's pid into the lock file of a run directory it holds (else nothing)."""
+    entry = _held.get(_key(Path(run_dir)))
+    if entry is None:
+        return
+    pid = f"{os.getpid()}\n".encode()
+    try:
+        if os.pread(entry[0], 32, 0) != pid:
+            os.ftruncate(entry[0], 0)
+            os.pwrite(entry[0], pid, 0)
+    except OSError:
+        pass  # the pid only names the holder in a message; a full disk is the run's to report
 
 
 def release(run_dir: str | Path, every_hold: bool = False) -> None:

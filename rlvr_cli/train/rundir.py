@@ -95,6 +95,27 @@ class RunDir:
     def __init__(self, root: str | Path, writer: bool = True):
         self.root = Path(root)
         self.writer = writer
+        self._deferred: list = []
+
+    # --- a resumed run writes nothing until it starts ------------------------------------------------
+    def defer(self, record) -> None:
+        """Run ``record()`` just before this directory's first step, eval or checkpoint is written (a
+        resumed run records its resume there; a ``running`` status meanwhile is recorded with it): a
+        start refused before then, up to the first step's rollouts, leaves the run byte for byte as it was."""
+        self._deferred.append(record)
+
+    @property
+    def deferred(self) -> bool:
+        """Whether the run's start is still unrecorded (nothing written by this process yet)."""
+        return bool(self._deferred)
+
+    def _first_write(self) -> None:
+        if not self._deferred:
+            return
+        pending, self._deferred = self._deferred, []
+        rundir.record_holder(self.root)  # the lock file names this process from now on
+        for record in pending:
+            record()
 
     # --- layout ------------------------------------------------------------------------------------
     @property
@@ -127,6 +148,7 @@ class RunDir:
     def write_recipe(self, recipe_yaml: str) -> None:
         """Replace the run's recipe (a run continued to more steps, see session._continuation)."""
         if self.writer:
+            self._first_write()
             atomic_write_text(self.root / rundir.RECIPE, recipe_yaml)
 
     def read_status(self) -> dict:
@@ -136,6 +158,12 @@ class RunDir:
     def write_status(self, status: str, **fields) -> None:
         if not self.writer:
             return
+        if self._deferred and status in ("failed", "interrupted"):
+            return  # the run never started here: it stays as it was (its own status, recipe and steps)
+        if self._deferred and status == "running":  # more about a start not yet recorded: recorded with it
+            self._deferred.append(lambda: self.write_status(status, **fields))
+            return
+        self._first_write()
         data = self.read_status()
         data.update(fields)
         data["status"] = status
@@ -152,6 +180,7 @@ class RunDir:
         """Append one line and make it durable before the step is considered done."""
         if not self.writer:
             return
+        self._first_write()
         self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(row, allow_nan=True) + "\n"
         # never through a link nor into a FIFO (rlvr_cli.rundir.check_run_files refused them at the start;
@@ -191,6 +220,7 @@ class RunDir:
         checkpoints go first: on a full disk they hold the space that rewriting the metrics needs."""
         if not self.writer:
             return
+        self._first_write()
         ck = self.root / rundir.CHECKPOINTS_DIR
         if ck.is_dir():
             for d in ck.glob(".tmp-*"):
@@ -221,6 +251,7 @@ class RunDir:
         final = self.checkpoint_path(step)
         if not self.writer:
             return final
+        self._first_write()
         tmp = final.parent / f".tmp-step_{step}-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -259,9 +290,11 @@ class RunDir:
     def write_eval(self, step: int, result: dict) -> None:
         if not self.writer:
             return
+        self._first_write()
         atomic_write_json(self.eval_path(step), result)
 
     def write_samples(self, step: int, rows: list[dict]) -> None:
         if not self.writer:
             return
+        self._first_write()
         atomic_write_jsonl(self.samples_path(step), rows)

@@ -255,7 +255,7 @@ def open_session(
     if resume and not (run.root / RECIPE).is_file():
         raise UserError(f"{run.root}: no run to resume (no recipe.yaml there); drop --resume to start a new run")
     if dist.is_main():  # one lock per run: the rank that writes holds it (see rlvr_cli/rundir.py)
-        acquire_lock(run.root, owner=run)
+        acquire_lock(run.root, owner=run, record_pid=not resume)
     recipe_yaml = dump_recipe(recipe)
     resumed = _resumed(run, recipe, resume)
     ckpt = resumed.ckpt if resumed else None
@@ -275,8 +275,8 @@ def open_session(
     train_model = parallel.wrap_model(model, recipe.distributed, device)  # a bad setting fails before any write
 
     dist.barrier()  # every rank has looked and loaded before rank 0 writes
-    if resumed:
-        _record_resume(run, recipe, resumed, recipe_yaml)
+    if resumed:  # recorded at the run's first write: a start refused before it leaves the run as it was
+        run.defer(lambda: _record_resume(run, recipe, resumed, recipe_yaml))
     else:
         run.create(recipe_yaml, {"seed": recipe.seed, "name": recipe.name, **(info or {}), **parallel.run_info(recipe)})
     dist.barrier()
@@ -286,13 +286,33 @@ def open_session(
     session = Session(recipe, run, device, autocast_dtype, model, tokenizer, optimizer, scheduler, total_updates,
                       train_model=train_model)
     if not ckpt:
-        run.write_status("running", model={"ref": recipe.model.name, "path": resolved.path, "kind": resolved.kind},
-                         base_weights=base_weights)
+        start = {"model": {"ref": recipe.model.name, "path": resolved.path, "kind": resolved.kind}, "base_weights": base_weights}
+        if resumed:
+            run.defer(lambda: run.write_status("running", **start))
+        else:
+            run.write_status("running", **start)
         return session, None
-    trainer_state = torch.load(ckpt[1] / "trainer_state.pt", map_location=device, weights_only=True)
-    parallel.load_optimizer_state(model, optimizer, trainer_state["optimizer"])
-    scheduler.load_state_dict(trainer_state["scheduler"])
-    torch.set_rng_state(trainer_state["torch_rng"].cpu())
-    session.start_step = int(trainer_state["step"])
-    session.state = dict(trainer_state.get("state", {}))
+    trainer_state = _trainer_state(ckpt[1], device)
+    try:
+        parallel.load_optimizer_state(model, optimizer, trainer_state["optimizer"])
+        scheduler.load_state_dict(trainer_state["scheduler"])
+        torch.set_rng_state(trainer_state["torch_rng"].cpu())
+        session.start_step = int(trainer_state["step"])
+        session.state = dict(trainer_state.get("state", {}))
+    except (KeyError, ValueError, TypeError, RuntimeError, IndexError) as e:
+        raise UserError(f"{ckpt[1]}/trainer_state.pt: does not fit this run ({type(e).__name__}: {e}); "
+                        f"remove {ckpt[1]} to resume from the checkpoint before it") from None
     return session, trainer_state
+
+
+def _trainer_state(checkpoint: Path, device) -> dict:
+    """A checkpoint's trainer_state.pt; UserError naming it when it cannot be read (a damaged checkpoint)."""
+    f = checkpoint / "trainer_state.pt"
+    try:
+        state = torch.load(f, map_location=device, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch's unpickler raises many kinds for a damaged file
+        raise UserError(f"{f}: cannot read the checkpoint's trainer state ({type(e).__name__}: "
+                        f"{' '.join(str(e).split())[:200]}); remove {checkpoint} to resume from the checkpoint before it") from None
+    if not isinstance(state, dict):
+        raise UserError(f"{f}: not a trainer state (a {type(state).__name__}); remove {checkpoint} to resume from the checkpoint before it")
+    return state
