@@ -58,9 +58,9 @@ EVAL_FILE = re.compile(r"^step_(\d+)\.json$")
 
 
 def is_run_dir(path: str | Path) -> bool:
-    """Whether ``path`` is a directory that holds any of :data:`RUN_MARKERS`."""
-    path = Path(path)
-    return path.is_dir() and any((path / m).exists() for m in RUN_MARKERS)
+    """Whether ``path`` is a directory that holds any of :data:`RUN_MARKERS` (False where the operating
+    system will not let us look)."""
+    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, m)) for m in RUN_MARKERS)
 
 
 def eval_path(root: str | Path, step: int) -> Path:

@@ -16,7 +16,7 @@ import yaml
 
 from rlvr_cli import rundir
 from rlvr_cli.compare.foreign import split_foreign
-from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames
+from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames, unreadable
 from rlvr_cli.metrics import upgrade_row
 
 __all__ = ["Run", "RunUnreadable", "Skipped", "expand_run_dirs", "load_run", "load_runs"]
@@ -37,18 +37,21 @@ def expand_run_dirs(paths: list[str]) -> tuple[list[Path], list[Skipped]]:
 
     for arg in paths:
         p = Path(arg)
-        if not p.exists():
-            skipped.append(Skipped(arg, "does not exist"))
-        elif not p.is_dir():
-            skipped.append(Skipped(arg, "not a directory (expected a run directory)"))
-        elif rundir.is_run_dir(p):
-            add(p)
-        else:
-            children = sorted(c for c in p.iterdir() if rundir.is_run_dir(c))
-            if not children:
-                skipped.append(Skipped(arg, "not a run directory (no recipe.yaml, metrics.jsonl, run.json or checkpoints/)"))
-            for c in children:
-                add(c)
+        try:
+            if not p.exists():
+                skipped.append(Skipped(arg, "does not exist"))
+            elif not p.is_dir():
+                skipped.append(Skipped(arg, "not a directory (expected a run directory)"))
+            elif rundir.is_run_dir(p):
+                add(p)
+            else:
+                children = sorted(c for c in p.iterdir() if rundir.is_run_dir(c))
+                if not children:
+                    skipped.append(Skipped(arg, "not a run directory (no recipe.yaml, metrics.jsonl, run.json or checkpoints/)"))
+                for c in children:
+                    add(c)
+        except OSError as e:  # a directory the operating system will not let us list or enter
+            skipped.append(Skipped(arg, unreadable(e, arg)))
     return found, skipped
 
 
@@ -87,6 +90,8 @@ def load_runs(paths: list[str]) -> tuple[list[Run], list[Skipped]]:
             runs.append(load_run(d))
         except RunUnreadable as e:
             skipped.append(Skipped(str(d), str(e)))
+        except OSError as e:
+            skipped.append(Skipped(str(d), unreadable(e, d)))
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as e:  # a case the readers missed
             skipped.append(Skipped(str(d), f"unreadable: {type(e).__name__}: {_one_line(e)}"))
     return runs, skipped
