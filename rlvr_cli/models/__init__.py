@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr_cli.errors import UserError
+from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models.quiet import quiet_transformers  # noqa: F401 - also this package's name for it
 from rlvr_cli.rundir import STEP_DIR, is_run_dir, list_checkpoints  # noqa: F401 - list_checkpoints: also this module's name for it
 
@@ -169,6 +169,8 @@ def load_model(ref: str, device: str | torch.device = "cpu", dtype: str = "auto"
         model = AutoModelForCausalLM.from_pretrained(resolved.path, torch_dtype=wdtype)
     except OSError as e:
         raise UserError(f"{ref}: cannot load model from {resolved.path}: {e}") from None
+    except RunFailed:  # the run was stopped meanwhile (SIGTERM under torchrun): not the model's fault
+        raise
     except Exception as e:  # noqa: BLE001
         raise UserError(f"{ref}: cannot load model from {resolved.path}: {type(e).__name__}: {e}") from None
     tok = load_tokenizer(resolved.path)
