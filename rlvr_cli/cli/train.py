@@ -58,7 +58,7 @@ def train(
                                 "(with a larger steps: train a finished run further; with a kl.ref_reset_every of N where the run "
                                 "had none: continue a run of at most N steps as the run with resets)."),
     seed: int | None = typer.Option(None, "--seed", help="Override the recipe's seed."),
-    nproc: int = typer.Option(1, "--nproc", min=1, help="Processes to train on (starts torchrun; see README \"Scaling out\")."),
+    nproc: int = typer.Option(1, "--nproc", min=1, help="Processes to train on (starts torchrun; see docs/runs.md \"Scaling out\")."),
 ) -> None:
     """Train with a recipe (RL or SFT); writes recipe.yaml, run.json, metrics.jsonl, eval/, checkpoints/.
 

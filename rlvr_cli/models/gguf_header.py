@@ -10,7 +10,7 @@ nested deeper than :data:`MAX_NESTING`, a tensor of more than :data:`MAX_DIMS` d
 value or tensor type, and tensor data outside the file. Only a header that passes is given to
 ``gguf``/``transformers``, so what they allocate is bounded by the file's size.
 
-Layout (GGUF v2/v3, github.com/ggml-org/ggml docs/gguf.md): ``"GGUF"``, uint32 version, uint64
+Layout (GGUF v2/v3, the specification github.com/ggml-org/ggml/blob/master/docs/gguf.md): ``"GGUF"``, uint32 version, uint64
 tensor count, uint64 key-value count; each pair: string key, uint32 value type, value (a string is a
 uint64 length and its bytes; an array is a uint32 item type, a uint64 count and the items); each
 tensor: string name, uint32 dimension count, uint64 dimensions, uint32 ggml type, uint64 offset into
