@@ -287,22 +287,28 @@ def open_session(
                       train_model=train_model)
     if not ckpt:
         start = {"model": {"ref": recipe.model.name, "path": resolved.path, "kind": resolved.kind}, "base_weights": base_weights}
-        if resumed:
+        if resumed:  # recorded with the resume, at the first write
             run.defer(lambda: run.write_status("running", **start))
         else:
             run.write_status("running", **start)
         return session, None
-    trainer_state = _trainer_state(ckpt[1], device)
+    return session, _restore(session, ckpt[1])
+
+
+def _restore(session: Session, checkpoint: Path) -> dict:
+    """Put a checkpoint's optimiser, scheduler, RNG and counters into ``session``; its trainer state.
+    UserError naming the file when it cannot be read or does not fit (written nothing yet)."""
+    trainer_state = _trainer_state(checkpoint, session.device)
     try:
-        parallel.load_optimizer_state(model, optimizer, trainer_state["optimizer"])
-        scheduler.load_state_dict(trainer_state["scheduler"])
+        parallel.load_optimizer_state(session.model, session.optimizer, trainer_state["optimizer"])
+        session.scheduler.load_state_dict(trainer_state["scheduler"])
         torch.set_rng_state(trainer_state["torch_rng"].cpu())
         session.start_step = int(trainer_state["step"])
         session.state = dict(trainer_state.get("state", {}))
     except (KeyError, ValueError, TypeError, RuntimeError, IndexError) as e:
-        raise UserError(f"{ckpt[1]}/trainer_state.pt: does not fit this run ({type(e).__name__}: {e}); "
-                        f"remove {ckpt[1]} to resume from the checkpoint before it") from None
-    return session, trainer_state
+        raise UserError(f"{checkpoint}/trainer_state.pt: does not fit this run ({type(e).__name__}: {e}); "
+                        f"remove {checkpoint} to resume from the checkpoint before it") from None
+    return trainer_state
 
 
 def _trainer_state(checkpoint: Path, device) -> dict:
