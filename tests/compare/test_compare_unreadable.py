@@ -67,8 +67,8 @@ def test_unreadable_logs_and_runs_are_skipped_naming_each(tmp_path):
     out = tmp_path / "cmp"
     tmp_path.chmod(0o755)
     try:
-        res = subprocess.run([*prefix, sys.executable, "-m", "rlvr_cli", "compare", str(good / "ok.jsonl"),
-                              *map(str, cases.values()), "--out", str(out)],
+        res = subprocess.run([*prefix, sys.executable, "-m", "rlvr_cli", "compare", "good/ok.jsonl",
+                              *(str(p.relative_to(tmp_path)) for p in cases.values()), "--out", "cmp"],
                              capture_output=True, text=True, timeout=300, cwd=tmp_path,
                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     finally:
@@ -78,6 +78,7 @@ def test_unreadable_logs_and_runs_are_skipped_naming_each(tmp_path):
     assert res.returncode == 0, text[-3000:]
     assert "internal error" not in text and "Traceback" not in text
     for name, path in cases.items():
-        assert f"skipped {path}:" in text and "Permission denied" in text.split(f"skipped {path}:", 1)[1][:300], (name, text[-3000:])
+        given = path.relative_to(tmp_path)
+        assert f"skipped {given}:" in text and "Permission denied" in text.split(f"skipped {given}:", 1)[1][:300], (name, text[-3000:])
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["variants"]) == 1 and len(summary["skipped"]) == len(cases)
