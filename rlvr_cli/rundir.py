@@ -35,6 +35,7 @@ import os
 import re
 import stat
 import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
@@ -94,6 +95,91 @@ def eval_files(root: str | Path) -> list[tuple[int, Path]]:
     if not d.is_dir():
         return []
     return sorted((int(m.group(1)), p) for p in d.glob("step_*.json") if (m := EVAL_FILE.match(p.name)))
+
+
+# --- metrics.jsonl: the one reader ------------------------------------------------------------------
+def metrics_record(line: str) -> dict | str:
+    """One line of ``metrics.jsonl`` as a step record, or why it is not one (the rule: :func:`read_metrics`)."""
+    try:
+        record = json.loads(line)
+    except RecursionError:
+        return "nested too deeply"
+    except ValueError as e:  # not JSON, or an integer of more digits than Python converts
+        return f"not valid JSON ({getattr(e, 'msg', None) or ' '.join(str(e).split())[:80]})"
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    step = record.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return "no integer 'step'"
+    return record
+
+
+@dataclass
+class MetricsLog:
+    """What :func:`read_metrics` found: one record per step, and a line for each line it did not use."""
+
+    records: list[dict] = field(default_factory=list)
+    """One record per logged step, in the order the steps were first logged."""
+    problems: list[str] = field(default_factory=list)
+    """``metrics.jsonl line N: why; skipped`` for every line that is not a step record."""
+
+
+def read_metrics(root: str | Path) -> MetricsLog:
+    """The step records of a run's ``metrics.jsonl``, by the one rule every reader follows:
+
+    - a line is a step record when it is a JSON object with an integer ``step`` (bytes that are not
+      UTF-8 read as U+FFFD); any other line (a torn write, a hand edit, a line nested too deeply) is
+      skipped and named in :attr:`MetricsLog.problems`;
+    - the last line may lack its newline (a write in progress, or cut by a crash): it counts when it
+      is a whole record, and is named as an incomplete last line otherwise;
+    - a step logged twice keeps its later line (the resumed run's, after a crash before truncation).
+
+    Empty when there is no ``metrics.jsonl``; ``OSError`` when there is one that cannot be read.
+    """
+    path = Path(root) / METRICS
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return MetricsLog()
+    lines = text.split("\n")
+    last = lines.pop()  # "" when the file ends with a newline
+    by_step: dict[int, dict] = {}
+    log = MetricsLog()
+    numbered = [(n, line, True) for n, line in enumerate(lines, start=1)] + ([(len(lines) + 1, last, False)] if last.strip() else [])
+    for n, line, whole in numbered:
+        if not line.strip():
+            continue
+        record = metrics_record(line)
+        if isinstance(record, str):
+            why = record if whole else "incomplete last line (a run in progress or cut short)"
+            log.problems.append(f"{METRICS} line {n}: {why}; skipped")
+            continue
+        if record["step"] in by_step:
+            log.problems.append(f"{METRICS} line {n}: step {record['step']} logged again; kept this later line")
+        by_step[record["step"]] = record
+    log.records = list(by_step.values())
+    return log
+
+
+def last_logged_step(root: str | Path) -> int:
+    """The step of the last step record in ``metrics.jsonl`` (0 when none), by :func:`read_metrics`'s rule,
+    read from the file's end backwards (a growing file is not read whole to know where it is)."""
+    try:
+        with open(Path(root) / METRICS, "rb") as f:
+            size = f.seek(0, 2)
+            window = 1 << 16
+            while True:
+                f.seek(max(0, size - window))
+                lines = f.read().split(b"\n")
+                for line in reversed(lines[1:] if size > window else lines):  # the first may be cut
+                    record = metrics_record(line.decode("utf-8", errors="replace")) if line.strip() else None
+                    if isinstance(record, dict):
+                        return record["step"]
+                if window >= size:
+                    return 0
+                window *= 16
+    except OSError:
+        return 0
 
 
 def read_status(root: str | Path) -> dict:

@@ -128,65 +128,18 @@ def _read_run_json(path: Path, warnings: list[str]) -> dict:
 
 
 def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    f = path / rundir.METRICS
-    if not f.is_file():
+    """The run's step records by :func:`rlvr_cli.rundir.read_metrics` (the one rule: a damaged line is
+    skipped and named among the run's warnings), under today's metric names."""
+    if not (path / rundir.METRICS).is_file():
         raise RunUnreadable("metrics.jsonl missing: the run has not logged a step")
     try:
-        text = f.read_text(encoding="utf-8", errors="replace")
+        log = rundir.read_metrics(path)
     except OSError as e:
         raise RunUnreadable(f"metrics.jsonl unreadable: {_one_line(e)}") from None
-    lines = text.split("\n")
-    # A file that does not end in a newline has a last line still being written (or cut by a crash).
-    partial_last = lines.pop() if lines else ""
-    rows: dict[int, dict] = {}
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        row = _parse_metrics_line(line, lineno, warnings)
-        if row is not None:
-            if row["step"] in rows:
-                warnings.append(f"metrics.jsonl line {lineno}: step {row['step']} logged again; kept the later line")
-            rows[row["step"]] = row
-    if partial_last.strip():
-        try:
-            row = _json(partial_last)
-        except ValueError:
-            row = None
-        if isinstance(row, dict) and _as_step(row.get("step")) is not None:
-            rows[_as_step(row["step"])] = {**row, "step": _as_step(row["step"])}
-        else:
-            warnings.append(
-                f"metrics.jsonl line {len(lines) + 1}: incomplete last line (run in progress or cut short); ignored"
-            )
-    if not rows:
+    warnings.extend(log.problems)
+    if not log.records:
         raise RunUnreadable("metrics.jsonl has no complete line: nothing logged yet")
-    return to_frames(rows)
-
-
-def _parse_metrics_line(line: str, lineno: int, warnings: list[str]) -> dict | None:
-    try:
-        row = _json(line)
-    except ValueError as e:
-        warnings.append(f"metrics.jsonl line {lineno}: not valid JSON ({getattr(e, 'msg', None) or _one_line(e)}); skipped")
-        return None
-    if not isinstance(row, dict):
-        warnings.append(f"metrics.jsonl line {lineno}: not a JSON object; skipped")
-        return None
-    step = _as_step(row.get("step"))
-    if step is None:
-        warnings.append(f"metrics.jsonl line {lineno}: no integer 'step'; skipped")
-        return None
-    return {**upgrade_row(row), "step": step}  # a run written under older metric names reads as today's
-
-
-def _as_step(v) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return None
+    return to_frames({r["step"]: upgrade_row(r) for r in log.records})  # a run written under older names reads as today's
 
 
 def _read_evals(path: Path, warnings: list[str]) -> dict[int, dict]:

@@ -14,7 +14,6 @@ recipes under one name.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,28 +54,8 @@ def read_run(run_dir: Path, with_recipe: bool = True) -> OnDisk:
             recipe = {}
         recipe = recipe if isinstance(recipe, dict) else {}
     error = status.get("error")
-    return OnDisk(status.get("status"), _last_step(run_dir / rundir.METRICS), recipe,
+    return OnDisk(status.get("status"), rundir.last_logged_step(run_dir), recipe,
                   error if isinstance(error, str) else None)
-
-
-def _last_step(path: Path) -> int:
-    """The step of metrics.jsonl's last complete line, read from the file's tail (the file grows)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - 65536))
-            tail = f.read()
-    except OSError:
-        return 0
-    for line in reversed(tail.split(b"\n")[1 if size > 65536 else 0:]):
-        try:
-            step = json.loads(line).get("step")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(step, int) and not isinstance(step, bool):
-            return step
-    return 0
 
 
 def _differences(saved, new, prefix: str = "") -> list[str]:

@@ -200,20 +200,9 @@ class RunDir:
         log_to_trackers(self.root, row)  # the recipe's optional sinks (rlvr_cli/trackers.py)
 
     def read_metrics(self) -> list[dict]:
-        """Complete, parseable metric lines: a half-written trailing line, and a damaged one (not a JSON
-        object, a step that is not an integer, bytes that are not UTF-8), is ignored."""
-        if not self.metrics_path.is_file():
-            return []
-        rows = []
-        for line in self.metrics_path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            step = row.get("step", 0) if isinstance(row, dict) else None
-            if isinstance(step, int) and not isinstance(step, bool):
-                rows.append(row)
-        return rows
+        """The step records of metrics.jsonl, by the one rule every reader follows (:func:`rlvr_cli.rundir.read_metrics`:
+        a damaged or half-written line is skipped, a step logged twice keeps its later line)."""
+        return rundir.read_metrics(self.root).records
 
     def truncate_after(self, step: int) -> None:
         """Forget everything logged after ``step`` (it will be recomputed by the resumed run). Temporary
