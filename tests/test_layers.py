@@ -24,7 +24,7 @@ LAYERS = (
     ("sampling", "rewards", "trackers", "models"),
     ("tasks",),
     ("algo", "recipe"),
-    ("rundir", "dist"),
+    ("run_files", "dist"),
     ("metrics", "keyed_random", "console"),
     ("io", "errors", "__init__"),
     ("numerics",),
@@ -157,9 +157,9 @@ def test_the_package_never_imports_tools_or_bench():
 
 
 def test_the_run_directory_contract_sits_below_every_reader():
-    """compare, evaluation, models, trackers and the trainer all import rlvr_cli/rundir.py: it imports
+    """compare, evaluation, models, trackers and the trainer all import rlvr_cli/run_files.py: it imports
     nothing of rlvr but the error type."""
-    assert GRAPH["rlvr_cli.rundir"] <= {"rlvr_cli.errors"}, GRAPH["rlvr_cli.rundir"]
+    assert GRAPH["rlvr_cli.run_files"] <= {"rlvr_cli.errors"}, GRAPH["rlvr_cli.run_files"]
 
 
 def test_resolving_an_unbuilt_warm_start_trains_nothing(tmp_path, monkeypatch):

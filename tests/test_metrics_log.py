@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from rlvr_cli.compare.load import load_run
-from rlvr_cli.rundir import last_logged_step, read_metrics
+from rlvr_cli.run_files import last_logged_step, read_metrics
 from rlvr_cli.sweep.state import read_run
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 LINES = [
     json.dumps({"step": 1, "loss": 1.0}),

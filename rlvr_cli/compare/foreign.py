@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames, unreadable
 from rlvr_cli.compare.variants import nested_value
 
@@ -67,7 +67,7 @@ TRL_SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_pe
 def foreign_kind(path: Path) -> str | None:
     """``trl`` or ``verl`` when ``path`` is a TRL output directory or a verl JSONL log, else None."""
     if path.is_dir():
-        if rundir.is_run_dir(path):
+        if run_files.is_run_dir(path):
             return None
         if (path / "trainer_state.json").is_file() or any(path.glob("checkpoint-*/trainer_state.json")):
             return "trl"
@@ -87,8 +87,8 @@ def split_foreign(paths: list[str]) -> tuple[list[str], list[Run], list[Skipped]
         kind = None
         try:
             kind = foreign_kind(p)
-            if kind == "verl" and p.name == rundir.METRICS and any((p.parent / m).exists() for m in rundir.RUN_MARKERS
-                                                                   if m != rundir.METRICS):
+            if kind == "verl" and p.name == run_files.METRICS and any((p.parent / m).exists() for m in run_files.RUN_MARKERS
+                                                                   if m != run_files.METRICS):
                 rest.append(str(p.parent))  # an rlvr run's own log, named instead of its directory
                 continue
             if kind is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.compare.foreign import split_foreign
 from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames, unreadable
 from rlvr_cli.metrics import upgrade_row
@@ -42,10 +42,10 @@ def expand_run_dirs(paths: list[str]) -> tuple[list[Path], list[Skipped]]:
                 skipped.append(Skipped(arg, "does not exist"))
             elif not p.is_dir():
                 skipped.append(Skipped(arg, "not a directory (expected a run directory)"))
-            elif rundir.is_run_dir(p):
+            elif run_files.is_run_dir(p):
                 add(p)
             else:
-                children = sorted(c for c in p.iterdir() if rundir.is_run_dir(c))
+                children = sorted(c for c in p.iterdir() if run_files.is_run_dir(c))
                 if not children:
                     skipped.append(Skipped(arg, "not a run directory (no recipe.yaml, metrics.jsonl, run.json or checkpoints/)"))
                 for c in children:
@@ -99,7 +99,7 @@ def load_runs(paths: list[str]) -> tuple[list[Run], list[Skipped]]:
 
 # --- the files -------------------------------------------------------------------------------------
 def _read_recipe(path: Path) -> dict:
-    f = path / rundir.RECIPE
+    f = path / run_files.RECIPE
     if not f.is_file():
         raise RunUnreadable("recipe.yaml missing: cannot tell which variant the run is")
     try:
@@ -112,7 +112,7 @@ def _read_recipe(path: Path) -> dict:
 
 
 def _read_run_json(path: Path, warnings: list[str]) -> dict:
-    f = path / rundir.STATUS
+    f = path / run_files.STATUS
     if not f.is_file():
         warnings.append("run.json missing: status unknown")
         return {}
@@ -128,12 +128,12 @@ def _read_run_json(path: Path, warnings: list[str]) -> dict:
 
 
 def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The run's step records by :func:`rlvr_cli.rundir.read_metrics` (the one rule: a damaged line is
+    """The run's step records by :func:`rlvr_cli.run_files.read_metrics` (the one rule: a damaged line is
     skipped and named among the run's warnings), under today's metric names."""
-    if not (path / rundir.METRICS).is_file():
+    if not (path / run_files.METRICS).is_file():
         raise RunUnreadable("metrics.jsonl missing: the run has not logged a step")
     try:
-        log = rundir.read_metrics(path)
+        log = run_files.read_metrics(path)
     except OSError as e:
         raise RunUnreadable(f"metrics.jsonl unreadable: {_one_line(e)}") from None
     warnings.extend(log.problems)
@@ -143,7 +143,7 @@ def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.Dat
 
 
 def _read_evals(path: Path, warnings: list[str]) -> dict[int, dict]:
-    files = rundir.eval_files(path)
+    files = run_files.eval_files(path)
     if not files:
         warnings.append("no eval/step_N.json files: pass@k not available")
         return {}

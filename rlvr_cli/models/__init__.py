@@ -23,7 +23,7 @@ import torch
 
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models.quiet import quiet_transformers  # noqa: F401 - also this package's name for it
-from rlvr_cli.rundir import STEP_DIR, is_run_dir, list_checkpoints  # noqa: F401 - list_checkpoints: also this module's name for it
+from rlvr_cli.run_files import STEP_DIR, is_run_dir, list_checkpoints  # noqa: F401 - list_checkpoints: also this module's name for it
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.errors import UserError
 from rlvr_cli.sweep.spec import Plan, PlannedRun
 
@@ -42,19 +42,19 @@ class OnDisk:
 
 
 def read_run(run_dir: Path, with_recipe: bool = True) -> OnDisk:
-    """Read the trainer's run-directory files through :mod:`rlvr_cli.rundir` (the contract that names
+    """Read the trainer's run-directory files through :mod:`rlvr_cli.run_files` (the contract that names
     them): status, last logged step and saved recipe. A damaged file reads as absent; an unreadable
     saved recipe reads as ``{}`` (a run is there, its recipe unknown)."""
-    status = rundir.read_status(run_dir)
+    status = run_files.read_status(run_dir)
     recipe = None
-    if with_recipe and (run_dir / rundir.RECIPE).is_file():
+    if with_recipe and (run_dir / run_files.RECIPE).is_file():
         try:
-            recipe = yaml.safe_load((run_dir / rundir.RECIPE).read_text(encoding="utf-8"))
+            recipe = yaml.safe_load((run_dir / run_files.RECIPE).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             recipe = {}
         recipe = recipe if isinstance(recipe, dict) else {}
     error = status.get("error")
-    return OnDisk(status.get("status"), rundir.last_logged_step(run_dir), recipe,
+    return OnDisk(status.get("status"), run_files.last_logged_step(run_dir), recipe,
                   error if isinstance(error, str) else None)
 
 

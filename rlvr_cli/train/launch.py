@@ -20,9 +20,9 @@ from rlvr_cli import dist
 from rlvr_cli.train import rank_report
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.recipe.schema import Recipe
-from rlvr_cli.rundir import acquire as acquire_lock, release as release_lock
+from rlvr_cli.run_files import acquire as acquire_lock, release as release_lock
 from rlvr_cli.train.parallel import check_settings
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 
 def check_launch(recipe: Recipe, nproc: int) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models import resolve_device
 from rlvr_cli.recipe.schema import Recipe
-from rlvr_cli.rundir import acquire as acquire_lock, release as release_lock, RECIPE, CHECKPOINTS_DIR, STATUS
-from rlvr_cli.train.rundir import RunDir, disk_full, disk_full_message
+from rlvr_cli.run_files import acquire as acquire_lock, release as release_lock, RECIPE, CHECKPOINTS_DIR, STATUS
+from rlvr_cli.train.run_writer import RunDir, disk_full, disk_full_message
 
 
 def check_start(recipe: Recipe, run_dir: Path, resume: bool) -> None:

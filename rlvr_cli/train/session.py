@@ -21,11 +21,11 @@ from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train.optim import build_optimizer, build_scheduler
-from rlvr_cli.rundir import acquire as acquire_lock, RECIPE
+from rlvr_cli.run_files import acquire as acquire_lock, RECIPE
 from rlvr_cli.train import parallel
 from rlvr_cli.models.adapter import AdapterCheckpoint
 from rlvr_cli.train.reference import is_lora, with_adapter
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 
 def default_run_dir(recipe: Recipe, seed_override: int | None = None) -> Path:
@@ -254,7 +254,7 @@ def open_session(
     run = RunDir(out, writer=dist.is_main())
     if resume and not (run.root / RECIPE).is_file():
         raise UserError(f"{run.root}: no run to resume (no recipe.yaml there); drop --resume to start a new run")
-    if dist.is_main():  # one lock per run: the rank that writes holds it (see rlvr_cli/rundir.py)
+    if dist.is_main():  # one lock per run: the rank that writes holds it (see rlvr_cli/run_files.py)
         acquire_lock(run.root, owner=run, record_pid=not resume)
     recipe_yaml = dump_recipe(recipe)
     resumed = _resumed(run, recipe, resume)

@@ -1,6 +1,7 @@
-"""The run directory's contract (docs/design.md §3): its file names, its lock, and what counts as one.
+"""The run directory's contract (docs/design.md §3): its file names, its lock, what counts as one, and
+the one reader of ``metrics.jsonl`` (:func:`read_metrics`).
 
-The trainer writes it (:mod:`rlvr_cli.train.rundir`) and every reader (``compare``, ``evaluation``,
+The trainer writes it (:mod:`rlvr_cli.train.run_writer`) and every reader (``compare``, ``evaluation``,
 ``models``, ``trackers``, the warm start, ``results/reproduce.py``) finds its files by these names,
 so the layout is spelled once::
 
