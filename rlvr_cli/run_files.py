@@ -99,40 +99,40 @@ def eval_files(root: str | Path) -> list[tuple[int, Path]]:
 
 
 # --- metrics.jsonl: the one reader ------------------------------------------------------------------
-def metrics_record(line: str) -> dict | str:
-    """One line of ``metrics.jsonl`` as a step record, or why it is not one (the rule: :func:`read_metrics`)."""
+def metrics_row(line: str) -> dict | str:
+    """One line of ``metrics.jsonl`` as a step's row, or why it is not one (the rule: :func:`read_metrics`)."""
     try:
-        record = json.loads(line)
+        row = json.loads(line)
     except RecursionError:
         return "nested too deeply"
     except ValueError as e:  # not JSON, or an integer of more digits than Python converts
         return f"not valid JSON ({getattr(e, 'msg', None) or ' '.join(str(e).split())[:80]})"
-    if not isinstance(record, dict):
+    if not isinstance(row, dict):
         return "not a JSON object"
-    step = record.get("step")
+    step = row.get("step")
     if not isinstance(step, int) or isinstance(step, bool):
         return "no integer 'step'"
-    return record
+    return row
 
 
 @dataclass
 class MetricsLog:
-    """What :func:`read_metrics` found: one record per step, and a line for each line it did not use."""
+    """What :func:`read_metrics` found: one row per step, and a line for each line it did not use."""
 
-    records: list[dict] = field(default_factory=list)
-    """One record per logged step, in the order the steps were first logged."""
+    rows: list[dict] = field(default_factory=list)
+    """One row per logged step (the metrics table's), in the order the steps were first logged."""
     problems: list[str] = field(default_factory=list)
-    """``metrics.jsonl line N: why; skipped`` for every line that is not a step record."""
+    """``metrics.jsonl line N: why; skipped`` for every line that is not a step's row."""
 
 
 def read_metrics(root: str | Path) -> MetricsLog:
-    """The step records of a run's ``metrics.jsonl``, by the one rule every reader follows:
+    """The rows of a run's ``metrics.jsonl`` (one per step), by the one rule every reader follows:
 
-    - a line is a step record when it is a JSON object with an integer ``step`` (bytes that are not
+    - a line is a step's row when it is a JSON object with an integer ``step`` (bytes that are not
       UTF-8 read as U+FFFD); any other line (a torn write, a hand edit, a line nested too deeply) is
       skipped and named in :attr:`MetricsLog.problems`;
     - the last line may lack its newline (a write in progress, or cut by a crash): it counts when it
-      is a whole record, and is named as an incomplete last line otherwise;
+      is a whole row, and is named as an incomplete last line otherwise;
     - a step logged twice keeps its later line (the resumed run's, after a crash before truncation).
 
     Empty when there is no ``metrics.jsonl``; ``OSError`` when there is one that cannot be read.
@@ -150,20 +150,20 @@ def read_metrics(root: str | Path) -> MetricsLog:
     for n, line, whole in numbered:
         if not line.strip():
             continue
-        record = metrics_record(line)
-        if isinstance(record, str):
-            why = record if whole else "incomplete last line (a run in progress or cut short)"
+        row = metrics_row(line)
+        if isinstance(row, str):
+            why = row if whole else "incomplete last line (a run in progress or cut short)"
             log.problems.append(f"{METRICS} line {n}: {why}; skipped")
             continue
-        if record["step"] in by_step:
-            log.problems.append(f"{METRICS} line {n}: step {record['step']} logged again; kept this later line")
-        by_step[record["step"]] = record
-    log.records = list(by_step.values())
+        if row["step"] in by_step:
+            log.problems.append(f"{METRICS} line {n}: step {row['step']} logged again; kept this later line")
+        by_step[row["step"]] = row
+    log.rows = list(by_step.values())
     return log
 
 
 def last_logged_step(root: str | Path) -> int:
-    """The step of the last step record in ``metrics.jsonl`` (0 when none), by :func:`read_metrics`'s rule,
+    """The step of the last row in ``metrics.jsonl`` (0 when none), by :func:`read_metrics`'s rule,
     read from the file's end backwards (a growing file is not read whole to know where it is)."""
     try:
         with open(Path(root) / METRICS, "rb") as f:
@@ -173,9 +173,9 @@ def last_logged_step(root: str | Path) -> int:
                 f.seek(max(0, size - window))
                 lines = f.read().split(b"\n")
                 for line in reversed(lines[1:] if size > window else lines):  # the first may be cut
-                    record = metrics_record(line.decode("utf-8", errors="replace")) if line.strip() else None
-                    if isinstance(record, dict):
-                        return record["step"]
+                    row = metrics_row(line.decode("utf-8", errors="replace")) if line.strip() else None
+                    if isinstance(row, dict):
+                        return row["step"]
                 if window >= size:
                     return 0
                 window *= 16

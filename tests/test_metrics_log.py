@@ -36,7 +36,7 @@ def _run(tmp_path, tail: str):
 def test_one_rule_for_every_damaged_line(tmp_path):
     run = _run(tmp_path, json.dumps({"step": 5, "loss": 0.5}))  # the last line, whole but without its newline
     log = read_metrics(run)
-    assert [(r["step"], r["loss"]) for r in log.records] == [(1, 1.0), (3, 0.7), (5, 0.5)]
+    assert [(r["step"], r["loss"]) for r in log.rows] == [(1, 1.0), (3, 0.7), (5, 0.5)]
     assert [p.split(":", 1)[1].strip() for p in log.problems] == [
         "not valid JSON (Unterminated string starting at); skipped", "not valid JSON (Expecting value); skipped",
         "not a JSON object; skipped", "no integer 'step'; skipped", "no integer 'step'; skipped",
@@ -49,7 +49,7 @@ def test_every_reader_follows_it(tmp_path):
     run = _run(tmp_path, '{"step": 5, "loss": 0.')  # a write in progress
     log = read_metrics(run)
     assert log.problems[-1] == "metrics.jsonl line 12: incomplete last line (a run in progress or cut short); skipped"
-    assert RunDir(run).read_metrics() == log.records
+    assert RunDir(run).read_metrics() == log.rows
     compared = load_run(run)
     assert list(compared.metrics.index) == [1, 3] and list(compared.metrics["loss"]) == [1.0, 0.7]
     assert [w for w in compared.warnings if w.startswith("metrics.jsonl")] == log.problems
@@ -57,6 +57,6 @@ def test_every_reader_follows_it(tmp_path):
 
 
 def test_no_file_is_no_record_and_a_growing_file_is_read_from_its_tail(tmp_path):
-    assert read_metrics(tmp_path).records == [] and last_logged_step(tmp_path) == 0
+    assert read_metrics(tmp_path).rows == [] and last_logged_step(tmp_path) == 0
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "pad": "x" * 100}) + "\n" for s in range(1, 2001)))
-    assert last_logged_step(tmp_path) == 2000 == read_metrics(tmp_path).records[-1]["step"]
+    assert last_logged_step(tmp_path) == 2000 == read_metrics(tmp_path).rows[-1]["step"]

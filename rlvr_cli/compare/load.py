@@ -128,7 +128,7 @@ def _read_run_json(path: Path, warnings: list[str]) -> dict:
 
 
 def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The run's step records by :func:`rlvr_cli.run_files.read_metrics` (the one rule: a damaged line is
+    """The run's metric rows by :func:`rlvr_cli.run_files.read_metrics` (the one rule: a damaged line is
     skipped and named among the run's warnings), under today's metric names."""
     if not (path / run_files.METRICS).is_file():
         raise RunUnreadable("metrics.jsonl missing: the run has not logged a step")
@@ -137,9 +137,9 @@ def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.Dat
     except OSError as e:
         raise RunUnreadable(f"metrics.jsonl unreadable: {_one_line(e)}") from None
     warnings.extend(log.problems)
-    if not log.records:
+    if not log.rows:
         raise RunUnreadable("metrics.jsonl has no complete line: nothing logged yet")
-    return to_frames({r["step"]: upgrade_row(r) for r in log.records})  # a run written under older names reads as today's
+    return to_frames({r["step"]: upgrade_row(r) for r in log.rows})  # a run written under older names reads as today's
 
 
 def _read_evals(path: Path, warnings: list[str]) -> dict[int, dict]:

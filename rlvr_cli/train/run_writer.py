@@ -200,9 +200,9 @@ class RunDir:
         log_to_trackers(self.root, row)  # the recipe's optional sinks (rlvr_cli/trackers.py)
 
     def read_metrics(self) -> list[dict]:
-        """The step records of metrics.jsonl, by the one rule every reader follows (:func:`rlvr_cli.run_files.read_metrics`:
+        """The rows of metrics.jsonl, by the one rule every reader follows (:func:`rlvr_cli.run_files.read_metrics`:
         a damaged or half-written line is skipped, a step logged twice keeps its later line)."""
-        return run_files.read_metrics(self.root).records
+        return run_files.read_metrics(self.root).rows
 
     def truncate_after(self, step: int) -> None:
         """Forget everything logged after ``step`` (it will be recomputed by the resumed run). Temporary
@@ -282,8 +282,8 @@ class RunDir:
         self._first_write()
         atomic_write_json(self.eval_path(step), result)
 
-    def write_samples(self, step: int, rows: list[dict]) -> None:
+    def write_samples(self, step: int, records: list[dict]) -> None:
         if not self.writer:
             return
         self._first_write()
-        atomic_write_jsonl(self.samples_path(step), rows)
+        atomic_write_jsonl(self.samples_path(step), records)
