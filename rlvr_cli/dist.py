@@ -183,16 +183,5 @@ def barrier() -> None:
         collective("barrier", tdist.barrier)
 
 
-def broadcast_object(obj):
-    """Rank 0's ``obj`` on every rank."""
-    if not is_initialized():
-        return obj
-    import torch.distributed as tdist
-
-    box = [obj]
-    collective("broadcast_object_list", lambda: tdist.broadcast_object_list(box, src=0))
-    return box[0]
-
-
 def world_size_from_env() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))

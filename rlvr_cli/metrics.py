@@ -3,13 +3,16 @@
 Every key a trainer writes to ``metrics.jsonl`` is a :class:`Metric` here (:func:`step_row` refuses any
 other), the metric table of docs/metrics.md is generated from :data:`METRICS` (``python -m
 rlvr_cli.metrics``; a test checks it), and runs written under an older name are read through
-:data:`RENAMED` (:func:`upgrade_row`).
+:data:`RENAMED` (:func:`upgrade_row`). What the clip metrics count under each objective comes from the
+objective registry (:mod:`rlvr_cli.recipe.objectives`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from rlvr_cli.recipe.objectives import flag_meaning
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("len_correct", "response length of the correct responses", "correct"),
     Metric("len_incorrect", "response length of the incorrect responses", "incorrect"),
     Metric("truncated_frac", "fraction of sampled responses cut at `max_new_tokens`", "truncated"),
-    Metric("clip_low_frac", "fraction of loss tokens clipped low (A<0, rho<1-eps_low: zero gradient); by loss.objective: cispo weight raised to 1-eps_low (gradient kept), gmpo log-ratio clipped (A<0), dppo masked (A<=0, zero gradient), sapo always 0", "low (1-eps_low)"),
-    Metric("clip_high_frac", "fraction of loss tokens clipped high (A>0, rho>1+eps_high: zero gradient); by loss.objective: cispo weight capped at 1+eps_high (gradient kept), gmpo log-ratio clipped (A>0), dppo masked (A>0, zero gradient), sapo always 0", "high (1+eps_high)"),
-    Metric("dual_clip_frac", "fraction of loss tokens under the dual clip (A<0, rho>c)", "dual clip"),
+    Metric("clip_low_frac", "fraction of loss tokens the objective limits on the low side, by loss.objective: " + flag_meaning("clip_low_frac"), "low (1-eps_low)"),
+    Metric("clip_high_frac", "fraction of loss tokens the objective limits on the high side, by loss.objective: " + flag_meaning("clip_high_frac"), "high (1+eps_high)"),
+    Metric("dual_clip_frac", "fraction of loss tokens under the dual clip, by loss.objective: " + flag_meaning("dual_clip_frac"), "dual clip"),
     Metric("ratio_max", "largest token (or sequence) ratio over the loss tokens of all updates of the step", "ratio max"),
     Metric("ratio_min", "smallest such ratio", "ratio min"),
     Metric("adv_abs_mean", "mean \\|A\\| over the trained batch", "\\|A\\| mean"),

@@ -32,15 +32,16 @@ SWITCH = "RLVR_CPU_NUMERICS"
 """`portable` (default) or `native`."""
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str] | None:
+    """The CPU's feature flags, or None where /proc/cpuinfo is not there to say (not Linux)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
                 if line.startswith("flags"):
                     return set(line.split(":", 1)[1].split())
     except OSError:
-        pass
-    return set()
+        return None
+    return None
 
 
 def _x86_64() -> bool:
@@ -52,7 +53,7 @@ def pin_portable_numerics() -> bool:
     ``RLVR_CPU_NUMERICS=native``; returns whether it did. A no-op once torch is imported (too late)."""
     if os.environ.get(SWITCH, "portable").strip().lower() == "native" or "torch" in sys.modules:
         return False
-    if not _x86_64() or not {"avx2", "fma"} <= _cpu_flags():
+    if not _x86_64() or not {"avx2", "fma"} <= (cpu_flags() or set()):
         return False
     for key, value in PORTABLE_ENV.items():
         os.environ.setdefault(key, value)

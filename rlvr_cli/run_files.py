@@ -162,9 +162,9 @@ def read_metrics(root: str | Path) -> MetricsLog:
     return log
 
 
-def last_logged_step(root: str | Path) -> int:
-    """The step of the last row in ``metrics.jsonl`` (0 when none), by :func:`read_metrics`'s rule,
-    read from the file's end backwards (a growing file is not read whole to know where it is)."""
+def last_metrics_row(root: str | Path) -> dict:
+    """The last row of ``metrics.jsonl`` ({} when none), by :func:`read_metrics`'s rule, read from the
+    file's end backwards (a growing file is not read whole to know where it is)."""
     try:
         with open(Path(root) / METRICS, "rb") as f:
             size = f.seek(0, 2)
@@ -175,12 +175,12 @@ def last_logged_step(root: str | Path) -> int:
                 for line in reversed(lines[1:] if size > window else lines):  # the first may be cut
                     row = metrics_row(line.decode("utf-8", errors="replace")) if line.strip() else None
                     if isinstance(row, dict):
-                        return row["step"]
+                        return row
                 if window >= size:
-                    return 0
+                    return {}
                 window *= 16
     except OSError:
-        return 0
+        return {}
 
 
 def read_status(root: str | Path) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from rlvr_cli.compare.load import load_run
-from rlvr_cli.run_files import last_logged_step, read_metrics
+from rlvr_cli.run_files import last_metrics_row, read_metrics
 from rlvr_cli.sweep.state import read_run
 from rlvr_cli.train.run_writer import RunDir
 
@@ -53,10 +53,10 @@ def test_every_reader_follows_it(tmp_path):
     compared = load_run(run)
     assert list(compared.metrics.index) == [1, 3] and list(compared.metrics["loss"]) == [1.0, 0.7]
     assert [w for w in compared.warnings if w.startswith("metrics.jsonl")] == log.problems
-    assert last_logged_step(run) == read_run(run).step == 3
+    assert last_metrics_row(run) == log.rows[-1] and read_run(run).step == 3
 
 
 def test_no_file_is_no_record_and_a_growing_file_is_read_from_its_tail(tmp_path):
-    assert read_metrics(tmp_path).rows == [] and last_logged_step(tmp_path) == 0
+    assert read_metrics(tmp_path).rows == [] and last_metrics_row(tmp_path) == {}
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "pad": "x" * 100}) + "\n" for s in range(1, 2001)))
-    assert last_logged_step(tmp_path) == 2000 == read_metrics(tmp_path).rows[-1]["step"]
+    assert last_metrics_row(tmp_path) == read_metrics(tmp_path).rows[-1] and last_metrics_row(tmp_path)["step"] == 2000

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from rlvr_cli.numerics import PORTABLE_ENV, _cpu_flags, numerics_kind
+from rlvr_cli.numerics import PORTABLE_ENV, cpu_flags, numerics_kind
 
-X86_AVX2 = platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= _cpu_flags()
+X86_AVX2 = platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= (cpu_flags() or set())
 
 
 def _capability(code: str, **env) -> str:

@@ -12,7 +12,7 @@ from rlvr_cli.algo.entropy_remedies import (
 )
 from rlvr_cli.algo.is_correction import IS_MODES, is_correction_weights, mismatch_stats
 from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
-from rlvr_cli.algo.objectives import OBJECTIVES, cispo_surrogate, gmpo_surrogate, sapo_gate_weight, sapo_surrogate
+from rlvr_cli.algo.objectives import cispo_surrogate, gmpo_surrogate, sapo_gate_weight, sapo_surrogate
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.algo.passk import maj_at_k, majority_vote, mean_pass_at_k, pass_at_k
 from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
@@ -21,7 +21,7 @@ from rlvr_cli.algo.reward_combination import decoupled_group_advantages
 from rlvr_cli.algo.trust_region import DIVERGENCES, binary_kl, dppo_keep_mask, dppo_surrogate
 
 __all__ = [
-    "AGGREGATIONS", "BASELINES", "DIVERGENCES", "IS_MODES", "KL_ESTIMATORS", "OBJECTIVES", "RATIOS", "SCALES",
+    "AGGREGATIONS", "BASELINES", "DIVERGENCES", "IS_MODES", "KL_ESTIMATORS", "RATIOS", "SCALES",
     "aggregate", "aggregation_normalizer", "aggregation_weights", "applied_entropy_coef", "binary_kl",
     "cispo_surrogate", "clip_cov_selection", "clipped_surrogate", "decoupled_group_advantages", "detach_selected",
     "dppo_keep_mask", "dppo_surrogate", "gmpo_surrogate", "group_advantages", "is_correction_weights",

@@ -66,19 +66,17 @@ log rho = -1. GMPO log-ratios [0.6, -0.2], A = +1, eps = 0.4: x = [0.4, -0.2], s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from rlvr_cli.algo.policy_loss import MAX_LOG_RATIO
+from rlvr_cli.algo.policy_loss import MAX_LOG_RATIO, SurrogateOut
 
 
-@dataclass
-class ObjectiveOut:
-    loss: torch.Tensor  # (B, T) per-token loss, before aggregation
-    ratio: torch.Tensor  # (B, T) rho (detached); GMPO: the sequence's clipped geometric-mean ratio s_i
-    limited_low: torch.Tensor  # (B, T) bool: the objective limits this token because rho is low (see each function)
-    limited_high: torch.Tensor  # (B, T) bool: ... because rho is high
+def without_dual_clip(loss: torch.Tensor, ratio: torch.Tensor, clip_low: torch.Tensor,
+                      clip_high: torch.Tensor) -> SurrogateOut:
+    """The record of an objective without PPO's dual clip: ``ratio`` (B, T) detached (GMPO: the sequence's
+    clipped geometric-mean ratio s_i), ``clip_low`` / ``clip_high`` (B, T) bool the tokens the objective limits
+    because rho is low / high (see each function)."""
+    return SurrogateOut(loss, ratio, clip_low, clip_high, torch.zeros_like(clip_low))
 
 
 def _ratio(log_ratio: torch.Tensor) -> torch.Tensor:
@@ -91,7 +89,7 @@ def cispo_surrogate(
     advantages: torch.Tensor,
     eps_low: float | None,
     eps_high: float,
-) -> ObjectiveOut:
+) -> SurrogateOut:
     """CISPO per-token loss -sg(clip(rho, 1 - eps_low, 1 + eps_high)) * A * log pi (arXiv 2506.13585 §3.1).
 
     ``logp`` (B, T) the current log-probs (with gradient), ``log_ratio`` (B, T) from :data:`RATIOS`,
@@ -108,7 +106,7 @@ def cispo_surrogate(
     low = 0.0 if eps_low is None else 1.0 - eps_low
     weight = ratio.clamp(min=low, max=1.0 + eps_high)
     loss = -weight * advantages * logp
-    return ObjectiveOut(loss, ratio, ratio < low, ratio > 1.0 + eps_high)
+    return without_dual_clip(loss, ratio, ratio < low, ratio > 1.0 + eps_high)
 
 
 def sapo_gate_weight(ratio: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
@@ -121,7 +119,7 @@ def sapo_gate_weight(ratio: torch.Tensor, tau: torch.Tensor | float) -> torch.Te
 
 def sapo_surrogate(
     log_ratio: torch.Tensor, advantages: torch.Tensor, tau_pos: float = 1.0, tau_neg: float = 1.05
-) -> ObjectiveOut:
+) -> SurrogateOut:
     """SAPO per-token loss -(4 / tau) sigmoid(tau (rho - 1)) * A, tau = tau_pos if A > 0 else tau_neg
     (arXiv 2511.20347). ``log_ratio`` (B, T) from :data:`RATIOS`; ``advantages`` (B, T) or (B, 1). No
     token is clipped: both flags are all False. Example: rho = 1, A = 1, tau = 1 -> loss -2, gradient -1.
@@ -133,7 +131,7 @@ def sapo_surrogate(
     tau = torch.where(advantages > 0, torch.full_like(ratio, tau_pos), torch.full_like(ratio, tau_neg))
     loss = -(4.0 / tau) * torch.sigmoid(tau * (ratio - 1.0)) * advantages
     none = torch.zeros_like(ratio, dtype=torch.bool)
-    return ObjectiveOut(loss, ratio.detach(), none, none.clone())
+    return without_dual_clip(loss, ratio.detach(), none, none.clone())
 
 
 def gmpo_surrogate(
@@ -142,7 +140,7 @@ def gmpo_surrogate(
     mask: torch.Tensor,
     eps_low: float = 0.4,
     eps_high: float = 0.4,
-) -> ObjectiveOut:
+) -> SurrogateOut:
     """GMPO: loss_i = -A_i * exp(mean_{t in o_i} x_t), x_t = log rho_t clipped in log space on A's side
     (arXiv 2507.20673), broadcast to every unmasked token of o_i (0 elsewhere).
 
@@ -165,14 +163,7 @@ def gmpo_surrogate(
     loss = (-adv_seq * s).expand_as(log_ratio) * m
     lr = log_ratio.detach()
     valid = m > 0
-    limited_low = neg & (lr < -eps_low) & valid
-    limited_high = pos & (lr > eps_high) & valid
-    return ObjectiveOut(loss, s.detach().expand_as(log_ratio) * m, limited_low, limited_high)
+    clip_low = neg & (lr < -eps_low) & valid
+    clip_high = pos & (lr > eps_high) & valid
+    return without_dual_clip(loss, s.detach().expand_as(log_ratio) * m, clip_low, clip_high)
 
-
-OBJECTIVES = ("ppo_clip", "cispo", "sapo", "gmpo", "dppo_tv", "dppo_kl")
-"""Names of the objective axis (the schema's ``loss.objective.type``; verl's ``loss_mode`` names the DPPO
-pair the same way): ``ppo_clip`` is :func:`rlvr_cli.algo.policy_loss.clipped_surrogate`, ``dppo_tv`` /
-``dppo_kl`` :func:`rlvr_cli.algo.trust_region.dppo_surrogate` with divergence ``tv`` / ``kl``. Every one
-of them gives the same gradient as ``ppo_clip`` on-policy (rho = 1) and a loss of exactly 0 where A = 0
-(the unit tests). The trainer's dispatch is :data:`rlvr_cli.train.objective.SURROGATES`."""

@@ -54,11 +54,15 @@ RATIOS = {"token": token_log_ratio, "sequence": sequence_log_ratio}
 
 @dataclass
 class SurrogateOut:
+    """What every policy objective returns (PPO's clip here, the others in :mod:`rlvr_cli.algo.objectives` and
+    :mod:`rlvr_cli.algo.trust_region`). The flags carry the names of the metrics that count them
+    (``clip_low`` -> ``clip_low_frac``); what each objective flags is in its docstring."""
+
     loss: torch.Tensor  # (B, T) per-token loss, before aggregation
     ratio: torch.Tensor  # (B, T) rho (detached)
-    clipped_low: torch.Tensor  # (B, T) bool: A < 0 and rho < 1 - eps_low (zero gradient)
-    clipped_high: torch.Tensor  # (B, T) bool: A > 0 and rho > 1 + eps_high (zero gradient)
-    dual_clipped: torch.Tensor  # (B, T) bool: A < 0 and rho > c (zero gradient)
+    clip_low: torch.Tensor  # (B, T) bool: PPO: A < 0 and rho < 1 - eps_low (zero gradient)
+    clip_high: torch.Tensor  # (B, T) bool: PPO: A > 0 and rho > 1 + eps_high (zero gradient)
+    dual_clip: torch.Tensor  # (B, T) bool: PPO: A < 0 and rho > c (zero gradient); all False for the others
 
 
 def clipped_surrogate(
@@ -82,11 +86,11 @@ def clipped_surrogate(
     clipped = -ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * advantages
     loss = torch.maximum(unclipped, clipped)
     r = ratio.detach()
-    clipped_low = (advantages < 0) & (r < 1.0 - eps_low)
-    clipped_high = (advantages > 0) & (r > 1.0 + eps_high)
-    dual = torch.zeros_like(clipped_low)
+    clip_low = (advantages < 0) & (r < 1.0 - eps_low)
+    clip_high = (advantages > 0) & (r > 1.0 + eps_high)
+    dual = torch.zeros_like(clip_low)
     if dual_clip is not None:
         capped = -dual_clip * advantages
         dual = (advantages < 0) & (r > dual_clip)
         loss = torch.where(advantages < 0, torch.minimum(loss, capped), loss)
-    return SurrogateOut(loss, r, clipped_low, clipped_high, dual)
+    return SurrogateOut(loss, r, clip_low, clip_high, dual)

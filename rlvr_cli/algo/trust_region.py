@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import torch
 
-from rlvr_cli.algo.objectives import ObjectiveOut
-from rlvr_cli.algo.policy_loss import MAX_LOG_RATIO
+from rlvr_cli.algo.objectives import without_dual_clip
+from rlvr_cli.algo.policy_loss import MAX_LOG_RATIO, SurrogateOut
 
 DIVERGENCES = ("tv", "kl")
 KL_EPS = 1e-8
@@ -96,12 +96,12 @@ def dppo_surrogate(
     delta_low: float,
     delta_high: float,
     is_cap: float = 20.0,
-) -> ObjectiveOut:
+) -> SurrogateOut:
     """DPPO per-token loss -A * sg(min(rho, C)) * log pi on the kept tokens, 0 on the masked ones.
 
     arXiv 2602.04879 (module docstring); ``logp`` (B, T) with gradient, ``old_logp`` (B, T),
-    ``advantages`` (B, T) or (B, 1); C = ``is_cap``. Flags: masked tokens, A <= 0 (``limited_low``) and
-    A > 0 (``limited_high``): zero gradient, like PPO's clip flags.
+    ``advantages`` (B, T) or (B, 1); C = ``is_cap``. Flags: masked tokens, A <= 0 (``clip_low``) and
+    A > 0 (``clip_high``): zero gradient, like PPO's clip flags.
     """
     if not is_cap > 0:
         raise ValueError(f"is_cap must be > 0, got {is_cap}")
@@ -111,4 +111,4 @@ def dppo_surrogate(
     weight = ratio.clamp(max=is_cap)
     loss = -advantages * weight * logp * keep.to(logp.dtype)
     pos = advantages > 0
-    return ObjectiveOut(loss, ratio, ~keep & ~pos, ~keep & pos)
+    return without_dual_clip(loss, ratio, ~keep & ~pos, ~keep & pos)

@@ -21,8 +21,6 @@ TRL_STD_EPS = 1e-4
 
 LOSS_TYPES = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
 SCALE_REWARDS = {"group_std": "group", "batch_std": "batch", "none": "none", "mean": "none"}
-OBJECTIVE_LOSS_TYPES = {"cispo": ("cispo", "token_mean"), "sapo": ("sapo", "seq_mean_token_mean")}
-"""loss.objective -> TRL's loss_type, and the aggregation that loss_type forces."""
 
 
 def _batch_layout(r, w: Warnings) -> dict:
@@ -109,25 +107,14 @@ def _objective(r, w: Warnings) -> dict:
 
 
 def _policy_objective(r, w: Warnings) -> dict:
-    """loss.objective as TRL's loss_type (cispo, sapo); GMPO and DPPO have none there."""
+    """loss.objective through its registry entry's TRL mapping (rlvr_cli/recipe/objectives.py); an objective
+    TRL has no loss for is warned and exported as the PPO-clip loss."""
     lo = r.loss
-    o = lo.objective
-    if o.type == "ppo_clip":
+    settings = lo.objective.to_trl(lo, w.add)
+    if settings is None:
+        w.add("loss.objective", f"TRL has no `{lo.objective.type}` loss; exported the PPO-clip loss ({LOSS_TYPES[lo.aggregation]})")
         return {}
-    if o.type not in OBJECTIVE_LOSS_TYPES:
-        w.add("loss.objective", f"TRL has no `{o.type}` loss; exported the PPO-clip loss ({LOSS_TYPES[lo.aggregation]})")
-        return {}
-    loss_type, aggregation = OBJECTIVE_LOSS_TYPES[o.type]
-    if lo.aggregation != aggregation:
-        w.add("loss.aggregation", f"TRL's {loss_type} loss always aggregates as {aggregation}, not {lo.aggregation}")
-    if o.type == "sapo":
-        return {"loss_type": "sapo", "sapo_temperature_pos": o.tau_pos, "sapo_temperature_neg": o.tau_neg}
-    if o.eps_low is not None:
-        w.add("loss.objective.eps_low", f"TRL's cispo has no lower bound on the weight; 1 - eps_low = {1 - o.eps_low:g} is not exported")
-    if lo.ratio == "sequence":
-        w.add("loss.ratio", "TRL's cispo sums per-token terms: under importance_sampling_level sequence it weights each sequence by its length")
-    # TRL's epsilon_high is the cap itself under cispo (its loss clamps the ratio at max=epsilon_high)
-    return {"loss_type": "cispo", "epsilon_high": 1.0 + o.eps_high}
+    return settings
 
 
 def _entropy_control(r) -> dict:

@@ -77,8 +77,9 @@ def _policy_loss(r, w: Warnings) -> dict:
         out[f"{ACTOR}.loss_scale_factor"] = lo.length_constant
     if r.loss.entropy_control is not None:
         w.add("loss.entropy_control", f"verl has no adaptive entropy coefficient; exported entropy_coeff = c_0 = {lo.entropy_coef:g} (fixed)")
-    if lo.objective.type != "ppo_clip":
-        return {**out, **_objective(r, w)}
+    own = _objective(r, w)
+    if own:
+        return {**out, **own}
     cov = lo.cov_penalty
     if cov is not None and lo.ratio == "sequence":
         w.add("loss.cov_penalty", f"verl's policy_loss.loss_mode is one loss: exported gspo, `{cov.type}` is not exported")
@@ -96,39 +97,25 @@ def _policy_loss(r, w: Warnings) -> dict:
     return out
 
 
-VERL_LOSS_MODES = {"cispo": "cispo", "sapo": "sapo", "gmpo": "geo_mean", "dppo_tv": "dppo_tv", "dppo_kl": "dppo_kl"}
-"""loss.objective -> verl's policy_loss.loss_mode (core_algos.py's register_policy_loss names)."""
-CISPO_NO_LOWER_BOUND = 10.0
-"""clip_ratio_low giving CISPO no lower bound (1 - 10 < 0 < any ratio), as verl's CISPO example sets it."""
-
-
 def _objective(r, w: Warnings) -> dict:
-    """The 2026 objectives as verl's loss modes: their bounds travel in clip_ratio_low / high (and
-    clip_ratio_c, DPPO's importance cap), SAPO's temperatures at the actor level."""
+    """loss.objective through its registry entry's verl mapping (rlvr_cli/recipe/objectives.py): the actor
+    keys of its own loss mode; {} for the PPO-clip loss (also exported, warned, for an objective verl has
+    no loss mode for)."""
     lo = r.loss
-    o = lo.objective
-    mode = VERL_LOSS_MODES[o.type]
-    out: dict = {f"{ACTOR}.policy_loss.loss_mode": mode}
+    own = Warnings()
+    keys = lo.objective.to_verl(lo, own.add)
+    if keys is None:
+        w.add("loss.objective", f"verl has no `{lo.objective.type}` loss; exported the PPO-clip loss")
+        return {}
+    if not keys:
+        return {}
+    mode = keys["policy_loss.loss_mode"]
     if lo.cov_penalty is not None:
         w.add("loss.cov_penalty", f"verl's policy_loss.loss_mode is one loss: exported {mode}, `{lo.cov_penalty.type}` is not exported")
     if lo.ratio == "sequence":
         w.add("loss.ratio", f"verl's {mode} loss has no sequence-level ratio; exported the token ratio")
-    if o.type == "cispo":
-        low = CISPO_NO_LOWER_BOUND if o.eps_low is None else o.eps_low
-        out.update({f"{ACTOR}.clip_ratio": low, f"{ACTOR}.clip_ratio_low": low, f"{ACTOR}.clip_ratio_high": o.eps_high})
-    elif o.type == "sapo":
-        # compute_policy_loss_sapo reads the actor config's tau_pos / tau_neg (not policy_loss.*)
-        out.update({f"{ACTOR}.tau_pos": o.tau_pos, f"{ACTOR}.tau_neg": o.tau_neg})
-        if lo.aggregation != "seq_mean_token_mean":
-            w.add("loss.aggregation", f"verl's sapo loss aggregates as seq-mean-token-mean, not {lo.aggregation}")
-    elif o.type == "gmpo":
-        out.update({f"{ACTOR}.clip_ratio": o.eps_low, f"{ACTOR}.clip_ratio_low": o.eps_low, f"{ACTOR}.clip_ratio_high": o.eps_high})
-        w.add("loss.objective", "verl's geo_mean ignores loss_agg_mode (a plain mean over the micro batch's sequences) and reduces rollout IS weights to a per-sequence geometric mean")
-    else:
-        # clip_ratio_c always: verl's ActorConfig defaults it to 3.0 (dual clip's c), which would cap rho at 3
-        out.update({f"{ACTOR}.clip_ratio": o.delta_low, f"{ACTOR}.clip_ratio_low": o.delta_low,
-                    f"{ACTOR}.clip_ratio_high": o.delta_high, f"{ACTOR}.clip_ratio_c": o.is_cap})
-    return out
+    w.extend(own)
+    return {f"{ACTOR}.{k}": v for k, v in keys.items()}
 
 
 def _cov_penalty(r, w: Warnings) -> dict:

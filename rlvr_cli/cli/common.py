@@ -9,9 +9,26 @@ import threading
 
 from rlvr_cli.console import console  # noqa: F401 - the commands import it from here
 from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.schema import (  # noqa: F401 - the commands' option bounds, the recipe's own
+    MAX_BATCH_TOKENS, MAX_EVAL_RESPONSES, MAX_SAMPLES, MAX_STEPS, MAX_THREADS, MAX_TOKENS, TEMPERATURE_MAX,
+    TEMPERATURE_MIN,
+)
 
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
 """The seeds torch's generators take (``manual_seed``); a --seed outside is a usage error (exit 2)."""
+MAX_PROMPTS = 10_000_000
+"""--num-prompts: the largest held-out set rlvr builds (as eval.num_prompts)."""
+
+
+def check_sizes(responses: int, batch_tokens: int) -> None:
+    """Exit 2 before any work when a command's responses (kept until written) or one sampling batch's tokens
+    cannot fit in memory (the recipe's MAX_EVAL_RESPONSES and MAX_BATCH_TOKENS)."""
+    if responses > MAX_EVAL_RESPONSES:
+        raise UserError(f"--num-prompts x --n = {responses:.3g} responses; at most {MAX_EVAL_RESPONSES:.0e} "
+                        "(each is kept until the file is written)")
+    if batch_tokens > MAX_BATCH_TOKENS:
+        raise UserError(f"--batch-size x --max-new-tokens = {batch_tokens:.3g} tokens in one sampling batch; at most "
+                        f"2**31 (its tensors would not fit in memory)")
 
 
 def parse_int_list(text: str | None, option: str) -> list[int] | None:

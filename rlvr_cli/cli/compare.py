@@ -8,7 +8,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlvr_cli.cli.common import check_output, console
+from rlvr_cli.cli.common import MAX_STEPS, check_output, console
+
+MAX_RESAMPLES = 1_000_000
+"""--resamples: each resample draws every prompt again (1e15 would hold petabytes of statistics); the
+intervals settle within 1e4 (rlvr_cli/compare/paired.py), so 1e6 is a hundred times what is needed."""
 
 
 def compare(
@@ -22,6 +26,7 @@ def compare(
         5,
         "--smooth",
         min=0,
+        max=MAX_STEPS,
         help=(
             "Centred rolling mean over N steps in the plots (0 or 1 = off). "
             "The diagnosis always uses its own robust smoothing."
@@ -46,7 +51,9 @@ def compare(
             "its run directories). Default: the first variant."
         ),
     ),
-    resamples: int = typer.Option(10_000, "--resamples", min=1, help="Bootstrap resamples of the paired intervals."),
+    resamples: int = typer.Option(
+        10_000, "--resamples", min=1, max=MAX_RESAMPLES,
+        help="Bootstrap resamples of the paired intervals (at most 1e6: the intervals settle within 1e4)."),
     tensorboard: str | None = typer.Option(
         None, "--tensorboard", help="Also write every run's metrics as TensorBoard event files under this directory."
     ),

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import typer
 
-from rlvr_cli.cli.common import check_output, SEED_MAX, SEED_MIN, console
+from rlvr_cli.cli.common import (
+    MAX_PROMPTS, MAX_SAMPLES, MAX_THREADS, MAX_TOKENS, SEED_MAX, SEED_MIN, TEMPERATURE_MAX, TEMPERATURE_MIN, check_output,
+    console,
+)
 from rlvr_cli.errors import UserError
 
 
@@ -22,9 +25,9 @@ def evaluate(
         "--task",
         help="Task: arithmetic, countdown, or a recipe whose task to use (default: the run's, else arithmetic).",
     ),
-    n: int | None = typer.Option(None, "--n", min=1, help="Samples per prompt. (default: the run's eval.n, else 16)"),
+    n: int | None = typer.Option(None, "--n", min=1, max=MAX_SAMPLES, help="Samples per prompt. (default: the run's eval.n, else 16)"),
     num_prompts: int | None = typer.Option(
-        None, "--num-prompts", min=1, help="First P held-out prompts. (default: the run's, else 64)"
+        None, "--num-prompts", min=1, max=MAX_PROMPTS, help="First P held-out prompts. (default: the run's, else 64)"
     ),
     pass_at_k: str | None = typer.Option(
         None, "--pass-at-k", help="k values, e.g. 1,2,4,8 (each <= n). (default: the run's, else powers of two up to n)"
@@ -32,10 +35,10 @@ def evaluate(
     maj_at_k: str | None = typer.Option(
         None, "--maj-at-k", help="k values of maj@k (each <= n). (default: as --pass-at-k)"
     ),
-    temperature: float | None = typer.Option(None, "--temperature", min=1e-6, help="(default: the run's, else 1.0)"),
+    temperature: float | None = typer.Option(None, "--temperature", min=TEMPERATURE_MIN, max=TEMPERATURE_MAX, help="(default: the run's, else 1.0)"),
     top_p: float | None = typer.Option(None, "--top-p", min=1e-6, max=1.0, help="(default: the run's, else 1.0)"),
     max_new_tokens: int | None = typer.Option(
-        None, "--max-new-tokens", min=1, help="Response length limit. (default: the run's, else 64)"
+        None, "--max-new-tokens", min=1, max=MAX_TOKENS, help="Response length limit. (default: the run's, else 64)"
     ),
     seed: int | None = typer.Option(
         None,
@@ -54,23 +57,25 @@ def evaluate(
         None,
         "--budget",
         min=1,
+        max=MAX_TOKENS,
         help="Budget forcing: stop thinking at N tokens, append the answer marker, let the model answer.",
     ),
     min_think: int | None = typer.Option(
         None,
         "--min-think",
         min=1,
+        max=MAX_TOKENS,
         help="Forbid the answer marker and EOS before N response tokens: the model thinks on instead.",
     ),
     answer_tokens: int | None = typer.Option(
-        None, "--answer-tokens", min=1, help="With --budget: tokens allowed after the forced marker. (default: 16)"
+        None, "--answer-tokens", min=1, max=MAX_TOKENS, help="With --budget: tokens allowed after the forced marker. (default: 16)"
     ),
     plot: bool = typer.Option(
         False, "--plot", help="Draw pass@k vs k (log2 axis) of the base and every checkpoint (.png, .svg)."
     ),
     out: str | None = typer.Option(None, "--out", help="Also write the record (a run: all records) to this JSON file."),
     device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda. (default: the run's, else auto)"),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: the run's recipe.threads, else torch's)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="torch CPU threads (default: the run's recipe.threads, else torch's)."),
 ) -> None:
     """Evaluate on the task's held-out prompts: unbiased pass@k, maj@k, response length, truncation.
 

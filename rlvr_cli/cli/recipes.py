@@ -27,10 +27,16 @@ def _header(path: Path) -> str:
 
 @app.command("list")
 def list_() -> None:
-    """List the shipped recipes with their one-line description.
+    """List the shipped recipes with their one-line description, on stdout (piped: 200 columns wide, so a
+    line is not folded).
 
-    Example: rlvr recipes list
+    Example: rlvr recipes list | grep dapo
     """
+    from rich.console import Console
+
+    out = Console(highlight=False)
+    if not out.is_terminal:
+        out = Console(highlight=False, width=200)
     table = Table(title="shipped recipes", show_lines=False)
     table.add_column("name", style="bold")
     table.add_column("description")
@@ -40,7 +46,7 @@ def list_() -> None:
         except UserError as e:
             desc = f"[red]invalid:[/red] {e.problems[0]}"
         table.add_row(name, desc)
-    console.print(table)
+    out.print(table)  # the list is the command's data: stdout, as `recipes show` and `recipes fields`
 
 
 @app.command("show")

@@ -15,7 +15,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from rlvr_cli.cli.common import check_output, SEED_MAX, SEED_MIN, console, task_from_arg
+from rlvr_cli.cli.common import (
+    MAX_PROMPTS, MAX_SAMPLES, MAX_THREADS, MAX_TOKENS, SEED_MAX, SEED_MIN, TEMPERATURE_MAX, TEMPERATURE_MIN, check_output,
+    check_sizes, console, task_from_arg,
+)
 from rlvr_cli.errors import UserError
 
 
@@ -23,17 +26,17 @@ def sample(
     model: str = typer.Argument(..., help="MODEL: builtin:tiny, a run or checkpoint directory, or a HF id/path."),
     task: str | None = typer.Option(None, "--task", help="Built-in task (arithmetic, countdown) or a recipe whose task to use (default: a run's own, arithmetic for a built-in model)."),
     out: str = typer.Option(..., "--out", help="Output JSONL (one line per response)."),
-    n: int = typer.Option(4, "--n", min=1, help="Responses per prompt."),
-    num_prompts: int = typer.Option(64, "--num-prompts", min=1, help="Number of prompts."),
+    n: int = typer.Option(4, "--n", min=1, max=MAX_SAMPLES, help="Responses per prompt."),
+    num_prompts: int = typer.Option(64, "--num-prompts", min=1, max=MAX_PROMPTS, help="Number of prompts."),
     split: str = typer.Option("eval", "--split", help="`eval`: the held-out prompts in order; `train`: seeded draws of training prompts."),
-    temperature: float = typer.Option(1.0, "--temperature", min=1e-6, help="Sampling temperature."),
+    temperature: float = typer.Option(1.0, "--temperature", min=TEMPERATURE_MIN, max=TEMPERATURE_MAX, help="Sampling temperature."),
     top_p: float = typer.Option(1.0, "--top-p", min=1e-6, max=1.0, help="Nucleus sampling mass."),
-    top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k sampling (0 = off)."),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1, help="Response length limit."),
+    top_k: int = typer.Option(0, "--top-k", min=0, max=2**31 - 1, help="Top-k sampling (0 = off)."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1, max=MAX_TOKENS, help="Response length limit."),
     seed: int = typer.Option(0, "--seed", min=SEED_MIN, max=SEED_MAX, help="Sampling seed (and the training-prompt draw)."),
-    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Sequences sampled together."),
+    batch_size: int = typer.Option(256, "--batch-size", min=1, max=MAX_PROMPTS, help="Sequences sampled together."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: torch's)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="torch CPU threads (default: torch's)."),
 ) -> None:
     """Sample responses (batched, KV cache) and write prompt id, prompt, reference, response, token
     count, finish reason (eos/length) and the sampling settings per line.
@@ -51,6 +54,7 @@ def sample(
 
     if split not in ("eval", "train"):
         raise UserError(f"--split {split}: choose eval or train")
+    check_sizes(num_prompts * n, min(batch_size, num_prompts * n) * max_new_tokens)
     check_output("--out", out)
     if threads:
         torch.set_num_threads(threads)

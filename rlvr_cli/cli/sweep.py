@@ -9,15 +9,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlvr_cli.cli.common import console, interruptible
+from rlvr_cli.cli.common import MAX_THREADS, console, interruptible
 from rlvr_cli.errors import RunFailed, UserError
+
+MAX_JOBS = 4096
+"""--jobs: runs at once, each a process with its own model; as many as the recipe's torch threads at most."""
 
 
 def sweep(
     specs: list[str] = typer.Argument(..., help="Sweep spec(s) (YAML): base recipe, arms, seeds, comparison; several share one pool of slots."),
     out: str | None = typer.Option(None, "--out", help="Directory of the runs (default: the spec's out, else runs/SPEC_NAME); one spec only."),
-    jobs: int | None = typer.Option(None, "--jobs", min=1, help="Runs at once (default: local, the cores over each run's threads; ray, all, as the cluster places them)."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="Set every run's torch threads (its `threads` field)."),
+    jobs: int | None = typer.Option(None, "--jobs", min=1, max=MAX_JOBS, help="Runs at once (default: local, the cores over each run's threads; ray, all, as the cluster places them)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="Set every run's torch threads (its `threads` field)."),
     overrides: list[str] = typer.Option([], "--set", help="FIELD=VALUE for every run, after the spec's own (repeatable), e.g. steps=10 for a quick pass."),
     backend: str = typer.Option("local", "--backend", help="local (processes on this machine) or ray (a Ray task per run)."),
     address: str | None = typer.Option(None, "--address", help="Ray cluster to join (HOST:PORT, ray://HOST:PORT, auto); default: start Ray here."),
@@ -30,32 +33,24 @@ def sweep(
 
     Example: rlvr sweep sweeps/clip.yaml --jobs 2
     """
+    from rlvr_cli.sweep.backend import backend_class, check_flags
     from rlvr_cli.sweep.continuation import find_continuations
-    from rlvr_cli.sweep.runner import Options, Script, run_sweeps
+    from rlvr_cli.sweep.preflight import check_outputs, check_runs
+    from rlvr_cli.sweep.runner import Options, run_sweeps
     from rlvr_cli.sweep.spec import load_plan
     from rlvr_cli.sweep.state import plan_states
 
     interruptible()
 
-    if backend not in ("local", "ray"):
-        raise UserError(f"--backend {backend}: expected local or ray")
-    if address is not None and backend != "ray":
-        raise UserError("--address: only with --backend ray")
+    check_flags(backend_class(backend), address, bool(scripts))
     if out is not None and len(specs) > 1:
         raise UserError(f"--out: one spec only (got {len(specs)}); each spec's `out` says where its runs go")
-    if scripts and backend != "local":
-        raise UserError("--script: only with --backend local")
-    script_list = []
-    for item in scripts:
-        name, sep, command = item.partition("=")
-        if not sep or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name) or not command.strip():
-            raise UserError(f"--script {item!r}: expected NAME=COMMAND (NAME letters, digits, . _ -)")
-        if any(s.name == name for s in script_list):
-            raise UserError(f"--script {name}: given twice")
-        script_list.append(Script(name, command, Path("runs") / "scripts" / f"{name}.log"))
+    script_list = _scripts(scripts, Path(out) if out is not None else Path("runs"))
     plans = [load_plan(s, out, threads, overrides) for s in specs]
     _check_distinct(plans)
+    check_outputs(plans)
     states = [plan_states(p) for p in plans]
+    check_runs(plans, states)
     continues = {} if no_continue else find_continuations([r for p in plans for r in [*p.needs, *p.runs]])
     if dry_run:
         for plan, st in zip(plans, states):
@@ -95,8 +90,24 @@ def sweep(
         _compare(plans[0])
 
 
+def _scripts(items: list[str], root: Path) -> list:
+    """`--script NAME=COMMAND` items, each logged to ROOT/scripts/NAME.log (ROOT: --out, else runs/)."""
+    from rlvr_cli.sweep.commands import Script
+
+    found = []
+    for item in items:
+        name, sep, command = item.partition("=")
+        if not sep or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name) or not command.strip():
+            raise UserError(f"--script {item!r}: expected NAME=COMMAND (NAME letters, digits, . _ -)")
+        if any(s.name == name for s in found):
+            raise UserError(f"--script {name}: given twice")
+        found.append(Script(name, command, root / "scripts" / f"{name}.log"))
+    return found
+
+
 def _check_distinct(plans) -> None:
-    """Two specs of one invocation may not plan the same run directory (each would train it)."""
+    """Two specs of one invocation may not plan the same run directory (each would train it), nor share
+    one `out` (each would write its sweep.json there)."""
     seen: dict = {}
     for plan in plans:
         for r in [*plan.needs, *plan.runs]:
@@ -105,6 +116,12 @@ def _check_distinct(plans) -> None:
                 raise UserError(f"{plan.spec_path}: run {r.dir} is also planned by {seen[d].spec_path}; "
                                 "give one of them another `out`")
             seen[d] = plan
+    outs: dict = {}
+    for plan in plans:
+        other = outs.setdefault(plan.out.absolute(), plan)
+        if other is not plan:
+            raise UserError(f"{plan.spec_path}: out {plan.out} is also the out of {other.spec_path} (each writes "
+                            "its sweep.json there); give one of them another `out`")
 
 
 def _plan_table(plan, states: dict[str, str], continues: dict | None = None) -> Table:

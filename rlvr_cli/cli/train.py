@@ -11,6 +11,10 @@ from rich.table import Table
 from rlvr_cli.cli.common import console, interruptible
 from rlvr_cli.recipe.load import load_recipe
 
+MAX_NPROC = 256
+"""--nproc: processes of this one machine (torchrun --standalone), each with its own copy of the model and
+its sockets to every other; beyond a few hundred they only contend (rollout.prompts_per_step also bounds it)."""
+
 
 def _eval_files(run_dir: Path) -> list[dict]:
     files = []
@@ -58,7 +62,7 @@ def train(
                                 "(with a larger steps: train a finished run further; with a kl.ref_reset_every of N where the run "
                                 "had none: continue a run of at most N steps as the run with resets)."),
     seed: int | None = typer.Option(None, "--seed", help="Override the recipe's seed."),
-    nproc: int = typer.Option(1, "--nproc", min=1, help="Processes to train on (starts torchrun; see docs/runs.md \"Scaling out\")."),
+    nproc: int = typer.Option(1, "--nproc", min=1, max=MAX_NPROC, help="Processes to train on (starts torchrun; see docs/runs.md \"Scaling out\")."),
 ) -> None:
     """Train with a recipe (RL or SFT); writes recipe.yaml, run.json, metrics.jsonl, eval/, checkpoints/.
 

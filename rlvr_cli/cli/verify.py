@@ -38,8 +38,8 @@ def verify(
     reference_field: str = typer.Option("reference", "--reference-field", help="Field that holds the gold answer (or tests, or countdown spec)."),
     marker: str | None = typer.Option(None, "--marker", help="Answer marker (default: the line's task's, `#` for arithmetic and countdown, none for datasets)."),
     extract: str = typer.Option("boxed,gsm8k,last_number", "--extract", help="Answer extraction methods in order, for responses without a marker."),
-    timeout: float = typer.Option(5.0, "--timeout", min=0.1, help="Hard wall-clock limit per check, in seconds."),
-    workers: int = typer.Option(0, "--workers", min=0, help="Verifier worker processes (0: one per core, at most 4)."),
+    timeout: float = typer.Option(5.0, "--timeout", min=0.1, max=600, help="Hard wall-clock limit per check, in seconds (as reward.timeout_s)."),
+    workers: int = typer.Option(0, "--workers", min=0, max=256, help="Verifier worker processes (0: one per core, at most 4; at most 256, as reward.workers)."),
 ) -> None:
     """Score samples and report counts per outcome. Example: rlvr verify samples.jsonl --keep correct --out sft.jsonl"""
     from rlvr_cli.io import atomic_write_jsonl

@@ -75,7 +75,12 @@ def with_overrides(base: EvalSettings, marker: str, **flags) -> EvalSettings:
 
 
 def _check(s: EvalSettings, marker: str) -> list[str]:
+    from rlvr_cli.recipe.schema import MAX_EVAL_RESPONSES
+
     out = []
+    if s.n * s.num_prompts > MAX_EVAL_RESPONSES:
+        out.append(f"--n {s.n} x --num-prompts {s.num_prompts} = {s.n * s.num_prompts:.3g} responses; at most "
+                   f"{MAX_EVAL_RESPONSES:.0e} (each is kept until the record is written)")
     for name in ("pass_at_k", "maj_at_k"):
         bad = [k for k in getattr(s, name) if k > s.n]
         if bad:

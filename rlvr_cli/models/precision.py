@@ -1,4 +1,4 @@
-"""What the CPU offers for reduced precision (read from /proc/cpuinfo on Linux)."""
+"""What the CPU offers for reduced precision (its flags, read by :func:`rlvr_cli.numerics.cpu_flags`)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,10 @@ import functools
 
 import torch
 
+from rlvr_cli.numerics import cpu_flags
+
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 """CPU flags of native bfloat16 matrix arithmetic; without them torch emulates bf16 GEMMs in software."""
-
-
-def cpu_flags() -> set[str] | None:
-    """The CPU's feature flags, or None where /proc/cpuinfo is not there to say (not Linux)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        return None
-    return None
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,5 +1,7 @@
-"""The recipe field reference, generated from the schema into docs/fields.md (so the docs and the code
-cannot drift; ``python -m rlvr_cli.recipe.docs``, tests/recipe/test_recipes.py checks it is current)."""
+"""The recipe field reference, generated from the schema into docs/fields.md, and the objective tables of
+docs/objectives.md, generated from the objective registry (so the docs and the code cannot drift; ``python
+-m rlvr_cli.recipe.docs`` rewrites both; tests/recipe/test_recipes.py and tests/recipe/test_objective_registry.py
+check they are current)."""
 
 from __future__ import annotations
 
@@ -37,8 +39,55 @@ def _models_in(annotation) -> list[type[BaseModel]]:
     return found
 
 
+def _number(v) -> str:
+    """A bound as a reader writes it: 1e7, 2**31 - 1, 4.8e8, 0.001."""
+    if isinstance(v, int) and abs(v) >= 10**6:
+        for k in range(20, 65):
+            if abs(v) in (2**k, 2**k - 1):
+                return ("-" if v < 0 else "") + f"2**{k}" + (" - 1" if abs(v) == 2**k - 1 else "")
+        v = float(v)
+    text = f"{v:g}"
+    if "e" in text:
+        mantissa, exp = text.split("e")
+        text = f"{mantissa}e{int(exp)}"
+    return text
+
+
+def _bounds(metadata) -> tuple[str, str]:
+    """The (low, high) ends written by ``metadata``'s ge/gt/le/lt constraints, '' where open."""
+    low = high = ""
+    for m in metadata:
+        for attr, side in (("ge", "["), ("gt", "("), ("le", "]"), ("lt", ")")):
+            v = getattr(m, attr, None)
+            if v is not None:
+                text = _number(v)
+                if side in "[(":
+                    low = f"{side}{text}"
+                else:
+                    high = f"{text}{side}"
+    return low, high
+
+
+def _range(info) -> str:
+    """A numeric field's allowed interval, e.g. `[1, 1e+07]` or `(0, 1]`; '' for other fields. Constraints on
+    an ``Annotated`` alias inside an optional or a tuple are found in the alias."""
+    found = list(info.metadata)
+    todo = [info.annotation]
+    while todo:
+        a = todo.pop()
+        if typing.get_origin(a) is typing.Annotated:
+            for extra in typing.get_args(a)[1:]:
+                found += list(getattr(extra, "metadata", [extra]))
+        todo += [x for x in typing.get_args(a) if not isinstance(x, (str, int, float))]
+    low, high = _bounds(found)
+    if not (low or high):
+        return ""
+    return f"{low or '(-inf'}, {high or 'inf)'}"
+
+
 def field_rows(model: type[BaseModel] = Recipe, prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """(dotted field, type, default, description) for every leaf field, sections in schema order."""
+    """(dotted field, type, default, description) for every leaf field, sections in schema order; a numeric
+    field's type carries its allowed interval."""
     rows = []
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
@@ -56,7 +105,8 @@ def field_rows(model: type[BaseModel] = Recipe, prefix: str = "") -> list[tuple[
                     rows += [r for r in field_rows(sub, f"{path}.") if r[0] != f"{path}.{tag_name}"]
             continue
         default = info.get_default(call_default_factory=True) if not info.is_required() else "(required)"
-        rows.append((path, _type_name(info.annotation), repr(default) if isinstance(default, str) else str(default),
+        typ = _type_name(info.annotation) + (f" in {_range(info)}" if _range(info) else "")
+        rows.append((path, typ, repr(default) if isinstance(default, str) else str(default),
                      " ".join((info.description or "").split())))
     return rows
 
@@ -90,7 +140,20 @@ def update_doc(path: str = DOC, start: str = START, end: str = END, body: str | 
     return rewrite_between_markers(path, start, end, markdown_table() if body is None else body)
 
 
-if __name__ == "__main__":  # python -m rlvr_cli.recipe.docs [docs/fields.md]
+OBJECTIVES_START, OBJECTIVES_END = "<!-- OBJECTIVES:START -->", "<!-- OBJECTIVES:END -->"
+OBJECTIVES_DOC = str(Path(DOC).with_name("objectives.md"))
+
+
+def update_objectives_doc(path: str = OBJECTIVES_DOC) -> bool:
+    """Rewrite the objective tables of docs/objectives.md from the registry; True when they changed."""
+    from rlvr_cli.recipe.objectives import markdown_tables
+
+    return update_doc(path, OBJECTIVES_START, OBJECTIVES_END, markdown_tables())
+
+
+if __name__ == "__main__":  # python -m rlvr_cli.recipe.docs [docs/fields.md [docs/objectives.md]]
     import sys
 
-    print("updated" if update_doc(sys.argv[1] if len(sys.argv) > 1 else DOC) else "up to date")
+    changed = [update_doc(sys.argv[1] if len(sys.argv) > 1 else DOC),
+               update_objectives_doc(sys.argv[2] if len(sys.argv) > 2 else OBJECTIVES_DOC)]
+    print("updated" if any(changed) else "up to date")

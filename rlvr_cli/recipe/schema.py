@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from rlvr_cli.recipe.objectives import (
+    MAX_RATIO_BOUND, OBJECTIVES, Objective, PPOClipObjective, check_loss, objective_notes,
+)
+from rlvr_cli.recipe.strict import Strict
 
 # --- names of the choices: one source for the schema and the algorithm registries -------------
 Baseline = Literal["group_mean", "leave_one_out", "none"]
@@ -26,19 +31,41 @@ VerifierName = Literal["task", "integer", "math", "countdown", "code", "reasonin
 Schedule = Literal["constant", "linear", "cosine"]
 ISMode = Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
 PassKMethod = Literal["pkpo", "analytic"]
-ObjectiveType = Literal["ppo_clip", "cispo", "sapo", "gmpo", "dppo_tv", "dppo_kl"]
 Seed = Annotated[int, Field(ge=0, lt=2**63)]
 """A seed torch's generators accept as given (0 <= seed < 2**63)."""
-Temperature = Annotated[float, Field(ge=1e-3, le=10)]
-"""A sampling temperature: logits / T must stay finite in float32 (T >= 1e-3)."""
+
+# --- bounds from the arithmetic (issue 44): every numeric knob has both ends, each with its reason -----
+MAX_STEPS = 10_000_000
+"""Steps, and every period counted in steps: a step appends a ~1.5 KB metrics line, so 1e7 steps are 15 GB
+of metrics (months of training); a larger count is a typo, not a run."""
+MAX_COEF = 1e4
+"""A coefficient of a term of the loss or the reward (beta, entropy bonus, penalty factors, reward weights):
+the terms are of order 1 (0/1 rewards, entropy <= log V ~ 12 nats, |A| <= sqrt(G)), so 1e4 times one stays far
+inside float32 (3.4e38) while the others keep a few digits beside it; 1e300 is inf in float32 and turns the
+loss and the metrics into NaN."""
+MAX_THREADS = 4096
+"""torch CPU threads: torch takes an int32 (1e30 overflows), and more threads than cores only contend."""
+MAX_SAMPLES = 4096
+"""Samples per prompt of an evaluation (eval.n, `rlvr eval --n`, `rlvr sample --n`)."""
+MAX_TOKENS = 1_000_000
+"""A response or length limit in tokens: no model rlvr loads has a context beyond 1M tokens."""
+MAX_BATCH_TOKENS = 2**31
+"""Responses x tokens of one sampling batch: the (B, L) token, log-prob and mask tensors alone are 2**31 * 13
+bytes = 28 GB at this size, before any activation; a larger batch cannot fit in memory."""
+MAX_EVAL_RESPONSES = 10**8
+"""Responses of one evaluation (eval.num_prompts x eval.n): each keeps its text and verdict until the record is
+written, about 200 bytes, so 1e8 of them are 20 GB."""
+MAX_FORMAT_WIDTH = 1000
+"""Largest width or precision in a prompt template's format spec: str.format allocates the padded string at
+once (a width of 1e9 is a gigabyte per prompt), and no question needs a field padded beyond 1000 characters."""
+TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-3, 10.0
+Temperature = Annotated[float, Field(ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX)]
+"""A sampling temperature: logits / T must stay finite in float32 (T >= 1e-3); above 10 every token is about
+equally likely (logits of a trained model span a few tens)."""
 AdamBeta = Annotated[float, Field(ge=0, lt=1)]
-
-
-class Strict(BaseModel):
-    """Base of every recipe section: unknown keys are errors; attribute docstrings are field docs; every
-    float refuses .inf and .nan (issue 28: a "no limit" is written null, never .inf)."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True, allow_inf_nan=False)
+TopP = Annotated[float, Field(ge=1e-6, le=1)]
+"""A nucleus mass: at least 1e-6 (any smaller top_p keeps the most likely token alone, as 1e-6 does; below 1.4e-45
+float32 rounds it to 0 and every token is dropped, NaN)."""
 
 
 # --- model -------------------------------------------------------------------------------------
@@ -47,8 +74,8 @@ class LoraSpec(Strict):
 
     rank: int = Field(16, ge=1, le=4096)
     """r: rank of each low-rank update B A."""
-    alpha: float = Field(32.0, gt=0)
-    """lora_alpha: the update is scaled by alpha / rank."""
+    alpha: float = Field(32.0, gt=0, le=65504)
+    """lora_alpha: the update is scaled by alpha / rank; at most 65504, float16's largest number (the scale multiplies activations that may be half precision; 1e300 is inf even in float32)."""
     dropout: float = Field(0.0, ge=0, lt=1)
     """lora_dropout; RL forwards run with dropout off (so the on-policy ratio is 1): it acts in SFT only."""
     target_modules: list[str] | Literal["all-linear"] = "all-linear"
@@ -70,13 +97,13 @@ class ModelSpec(Strict):
 
 # --- tasks ---------------------------------------------------------------------------------------
 class ArithmeticStyles(Strict):
-    """Mixture weights of the supervised trace styles (normalised; need not sum to 1)."""
+    """Mixture weights of the supervised trace styles (normalised; need not sum to 1; each at most 1e6, so that their sum stays finite)."""
 
-    direct: float = Field(1.0, ge=0)
+    direct: float = Field(1.0, ge=0, le=1e6)
     """`#632`: the answer alone."""
-    terse: float = Field(1.0, ge=0)
+    terse: float = Field(1.0, ge=0, le=1e6)
     """`12,13,6#632`: column totals right to left, then the answer."""
-    verbose: float = Field(1.0, ge=0)
+    verbose: float = Field(1.0, ge=0, le=1e6)
     """`7+5=12,4+8+1=13,3+2+1=6#632`: one equation per column, then the answer."""
 
     @model_validator(mode="after")
@@ -95,7 +122,7 @@ class ArithmeticTaskSpec(Strict):
     """Digits per operand (operands are zero-padded to this width)."""
     num_eval: int = Field(256, ge=1, le=100_000)
     """Size of the held-out prompt set (disjoint from every training prompt)."""
-    split_seed: int = 1234
+    split_seed: Seed = 1234
     """Seed that picks the held-out prompts; shared by all runs so evaluations line up."""
     styles: ArithmeticStyles = Field(default_factory=ArithmeticStyles)
     check_max: int = Field(3, ge=0, le=8)
@@ -135,16 +162,28 @@ class ArithmeticTaskSpec(Strict):
         return self
 
 
-def _check_template(template: str, fields: set[str]) -> None:
+def _check_template(template: str, fields: set[str] | None) -> None:
+    """A prompt template ``str.format`` can fill: its fields among ``fields`` (None: the data's columns, unknown
+    here), and no format spec that would build a huge string (a width or precision over MAX_FORMAT_WIDTH, or
+    one taken from the data through a nested ``{field}``)."""
+    import re
     import string
 
     try:
-        used = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        parts = [(name, spec or "") for _, name, spec, _ in string.Formatter().parse(template) if name is not None]
     except ValueError as e:
         raise ValueError(f"prompt_template {template!r}: {e}") from None
-    unknown = used - fields
+    unknown = {name for name, _ in parts} - fields if fields is not None else set()
     if unknown:
         raise ValueError(f"prompt_template {template!r}: unknown field(s) {sorted(unknown)} (available: {sorted(fields)})")
+    for name, spec in parts:
+        if "{" in spec:
+            raise ValueError(f"prompt_template: field {{{name}:{spec}}} takes its format from a nested field; "
+                             "write the width as a number")
+        widest = max((int(n) for n in re.findall(r"\d+", spec)), default=0)
+        if widest > MAX_FORMAT_WIDTH:
+            raise ValueError(f"prompt_template: field {{{name}:{spec}}} pads or cuts to {widest} characters; "
+                             f"at most {MAX_FORMAT_WIDTH} (str.format builds the whole string at once)")
 
 
 def _check_system_prompt(spec) -> None:
@@ -165,7 +204,7 @@ class CountdownTaskSpec(Strict):
     """Targets are integers in 1..max_target reachable from the numbers."""
     num_eval: int = Field(256, ge=1, le=100_000)
     """Size of the held-out prompt set."""
-    split_seed: int = 1234
+    split_seed: Seed = 1234
     """Seed that picks the held-out prompts."""
     verbose_prob: float = Field(0.5, ge=0, le=1)
     """Probability that a supervised trace shows its intermediate steps before the final equation."""
@@ -190,8 +229,8 @@ class DatasetTaskSpec(Strict):
     """A local file of held-out prompts (same fields), for file datasets."""
     eval_fraction: float = Field(0.1, gt=0, lt=1)
     """Fraction of `split` held out (by a hash of the question) when `eval_split` is null."""
-    num_eval: int | None = Field(None, ge=1)
-    """Cap on the number of held-out prompts (first N in a fixed order)."""
+    num_eval: int | None = Field(None, ge=1, le=10_000_000)
+    """Cap on the number of held-out prompts (first N in a fixed order; at most 1e7, a cap above any file rlvr reads in memory)."""
     question_field: str = "question"
     """Column holding the question: text (formatted with prompt_template), or a conversation, a list of {role, content} messages as in TRL's conversational datasets (used as it is, with chat_template; prompt_template is not applied)."""
     answer_field: str = "answer"
@@ -213,6 +252,7 @@ class DatasetTaskSpec(Strict):
 
     @model_validator(mode="after")
     def _regex_given(self):
+        _check_template(self.prompt_template, None)
         if self.answer_extraction == "regex" and not self.answer_regex:
             raise ValueError("answer_extraction 'regex' needs answer_regex")
         if self.answer_regex is not None:
@@ -260,8 +300,8 @@ class ReasoningGymTaskSpec(Strict):
     """Size of the held-out set (items 0..num_eval-1 of the generator seeded with split_seed)."""
     num_train: int = Field(10_000, ge=1, le=10_000_000)
     """Size of the training pool (a second generator seeded with split_seed + 1; held-out questions are skipped)."""
-    split_seed: int = 1234
-    """Seed of the held-out generator (shared by every run so evaluations line up)."""
+    split_seed: Annotated[int, Field(ge=0, lt=2**63 - 1)] = 1234
+    """Seed of the held-out generator (shared by every run so evaluations line up); the training generator takes split_seed + 1, so below 2**63 - 1."""
     prompt_template: str = "{question}\nGive your final answer inside <answer></answer> tags.\n"
     """Python format string over `question`; the verifier reads the last <answer>...</answer>."""
     chat_template: bool = False
@@ -273,6 +313,7 @@ class ReasoningGymTaskSpec(Strict):
 
     @model_validator(mode="after")
     def _system_needs_chat(self):
+        _check_template(self.prompt_template, {"question"})
         _check_system_prompt(self)
         return self
 
@@ -286,7 +327,7 @@ class AnswerCheckTaskSpec(Strict):
     """Digits per operand (operands are zero-padded to this width)."""
     num_eval: int = Field(256, ge=1, le=100_000)
     """Size of the held-out prompt set (disjoint from every training prompt)."""
-    split_seed: int = 1234
+    split_seed: Seed = 1234
     """Seed that picks the held-out prompts; shared by all runs so evaluations line up."""
     check: Literal["verbose", "terse"] = "verbose"
     """How the check re-derives the sum after the answer: one equation per column (`7+5=12,...`) or the column totals (`12,13,6`)."""
@@ -326,10 +367,10 @@ class RolloutSpec(Strict):
     """L_max: response length limit; a response that reaches it without EOS is truncated."""
     temperature: Temperature = 1.0
     """T (0.001-10): sampling temperature; log-probs in the loss use the same T."""
-    top_p: float = Field(1.0, gt=0, le=1)
-    """Nucleus sampling mass (1 = off)."""
-    top_k: int = Field(0, ge=0)
-    """Top-k sampling (0 = off)."""
+    top_p: TopP = 1.0
+    """Nucleus sampling mass (1 = off; 1e-6..1)."""
+    top_k: int = Field(0, ge=0, le=2**31 - 1)
+    """Top-k sampling (0 = off; at most 2**31 - 1, torch's int32 size of a vocabulary: a k at or above the vocabulary keeps every token)."""
     old_logprobs: Literal["auto", "sampler", "recompute"] = "auto"
     """Source of the behaviour log-probs log pi_old: `auto` takes them from the sampling pass when its numerics match the trainer's (float32, no autocast) and recomputes them otherwise."""
     sample_autocast: Literal["none", "bfloat16", "float16"] = "none"
@@ -345,8 +386,8 @@ class PassKSpec(Strict):
 
     method: PassKMethod
     """`pkpo` (Walder & Karkhanis 2025): r_i <- 1 if correct else pass@(k-1) of the other G-1 samples, then the baseline and scale below; `analytic` (Chen et al. 2025): A_i = mean over the k-subsets holding o_i of (max reward - mean) / std, replacing baseline and scale."""
-    k: int = Field(..., ge=1)
-    """k of pass@k (1 <= k <= rollout.group_size; k = 1 is the ordinary objective)."""
+    k: int = Field(..., ge=1, le=1024)
+    """k of pass@k (1 <= k <= rollout.group_size, itself at most 1024; k = 1 is the ordinary objective)."""
 
 
 class AdvantageSpec(Strict):
@@ -363,10 +404,10 @@ class AdvantageSpec(Strict):
 class ClipSpec(Strict):
     eps_low: float = Field(0.2, ge=0, lt=1)
     """epsilon_low: the ratio is clipped below at 1 - eps_low."""
-    eps_high: float = Field(0.2, ge=0)
-    """epsilon_high: the ratio is clipped above at 1 + eps_high (DAPO clip-higher: 0.28)."""
-    dual_clip: float | None = Field(None, gt=1)
-    """c of dual-clip PPO: for A < 0 the per-token loss is capped at -c*A (null = off)."""
+    eps_high: float = Field(0.2, ge=0, le=MAX_RATIO_BOUND)
+    """epsilon_high: the ratio is clipped above at 1 + eps_high (DAPO clip-higher: 0.28); at most 4.8e8, since no ratio exceeds exp(20) (log-ratios are clamped to +-20)."""
+    dual_clip: float | None = Field(None, gt=1, le=MAX_RATIO_BOUND)
+    """c of dual-clip PPO: for A < 0 the per-token loss is capped at -c*A (null = off); at most 4.8e8, since no ratio exceeds exp(20)."""
 
     @model_validator(mode="after")
     def _high_ge_low(self):
@@ -382,10 +423,10 @@ class ClipCovSpec(Strict):
     """Covariance remedy kind."""
     clip_ratio: float = Field(2e-4, gt=0, le=1)
     """r: fraction of the minibatch's valid tokens detached (at least one token); 2e-4 as the paper's scripts."""
-    lb: float = 1.0
-    """omega_low: lower covariance bound of the candidates."""
-    ub: float = 5.0
-    """omega_high: upper covariance bound of the candidates."""
+    lb: float = Field(1.0, ge=-1e6, le=1e6)
+    """omega_low: lower covariance bound of the candidates (within +-1e6: a covariance of float32 log-probs, |log p| < 104, and advantages never reaches it)."""
+    ub: float = Field(5.0, ge=-1e6, le=1e6)
+    """omega_high: upper covariance bound of the candidates (within +-1e6, as lb)."""
 
     @model_validator(mode="after")
     def _lb_le_ub(self):
@@ -401,101 +442,24 @@ class KLCovSpec(Strict):
     """Covariance remedy kind."""
     kl_ratio: float = Field(2e-3, gt=0, le=1)
     """k: fraction of the minibatch's valid tokens penalised (at least one token); 2e-3 as the paper's 7B script."""
-    coef: float = Field(1.0, gt=0)
-    """beta: coefficient of the |log-ratio| penalty (the paper's scripts: 1; verl's config default: 0.1)."""
+    coef: float = Field(1.0, gt=0, le=MAX_COEF)
+    """beta: coefficient of the |log-ratio| penalty (the paper's scripts: 1; verl's config default: 0.1); at most 1e4, as every loss coefficient."""
 
 
 CovPenalty = Annotated[Union[ClipCovSpec, KLCovSpec], Field(discriminator="type")]
 
 
-# --- the policy objective (loss.objective): one typed sub-model per choice -----------------------
-class PPOClipObjective(Strict):
-    """PPO's clipped surrogate (GRPO, DAPO, GSPO): -min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A), bounds in loss.clip."""
-
-    type: Literal["ppo_clip"]
-    """Objective kind."""
-
-
-class CISPOObjective(Strict):
-    """CISPO (MiniMax-M1, arXiv 2506.13585 §3.1): -sg(clip(rho, 1 - eps_low, 1 + eps_high)) A log pi_t; a capped token keeps its gradient."""
-
-    type: Literal["cispo"]
-    """Objective kind."""
-    eps_low: float | None = Field(None, ge=0, lt=1)
-    """epsilon_low^IS: the importance weight is raised to at least 1 - eps_low (null = no lower bound, as the paper and TRL)."""
-    eps_high: float = Field(4.0, ge=0)
-    """epsilon_high^IS: 1 + eps_high caps the importance weight, gradient kept (4.0 = cap 5, ScaleRL arXiv 2510.13786; verl's example 0.2)."""
-
-
-class SAPOObjective(Strict):
-    """SAPO (Gao et al. 2025, arXiv 2511.20347): -(4 / tau) sigmoid(tau (rho - 1)) A, a smooth gate instead of the hard clip."""
-
-    type: Literal["sapo"]
-    """Objective kind."""
-    tau_pos: float = Field(1.0, gt=0)
-    """tau of SAPO's gate for A > 0 (paper, TRL and verl: 1.0)."""
-    tau_neg: float = Field(1.05, gt=0)
-    """tau of SAPO's gate for A <= 0 (paper, TRL and verl: 1.05)."""
-
-
-class GMPOObjective(Strict):
-    """GMPO (Zhao et al. 2025, arXiv 2507.20673; verl `geo_mean`): -A_i exp(mean_t clip(log rho_t)), the token ratios' geometric mean clipped in log space."""
-
-    type: Literal["gmpo"]
-    """Objective kind."""
-    eps_low: float = Field(0.4, ge=0)
-    """For A < 0 each log rho_t is clipped below at -eps_low (the authors' 0.4, i.e. rho >= e^-0.4)."""
-    eps_high: float = Field(0.4, ge=0)
-    """For A > 0 each log rho_t is clipped above at +eps_high (the authors' 0.4, i.e. rho <= e^0.4)."""
-
-
-class _DPPOObjective(Strict):
-    delta_low: float | None = Field(None, gt=0)
-    """delta_low: largest fall of pi(y_t) (TV) / binary KL (KL) allowed for A <= 0 (null = verl's example: 0.15 TV, 0.05 KL)."""
-    delta_high: float | None = Field(None, gt=0)
-    """delta_high: largest rise of pi(y_t) (TV) / binary KL (KL) allowed for A > 0 (null = verl's example: 0.15 TV, 0.05 KL)."""
-    is_cap: float = Field(20.0, gt=1)
-    """C: the kept token's importance weight sg(min(rho, C)) (paper §5.4: large; verl's fallback 20, its example 10000)."""
-
-    @model_validator(mode="after")
-    def _resolve_deltas(self):
-        default = 0.15 if self.type == "dppo_tv" else 0.05
-        self.delta_low = default if self.delta_low is None else self.delta_low
-        self.delta_high = default if self.delta_high is None else self.delta_high
-        return self
-
-
-class DPPOTVObjective(_DPPOObjective):
-    """DPPO (arXiv 2602.04879; verl `dppo_tv`): -A sg(min(rho, C)) log pi_t on tokens whose |pi - pi_old| stays within delta on A's side, 0 elsewhere."""
-
-    type: Literal["dppo_tv"]
-    """Objective kind."""
-
-
-class DPPOKLObjective(_DPPOObjective):
-    """DPPO (arXiv 2602.04879; verl `dppo_kl`): as dppo_tv with the binary KL of {y_t, not y_t} as the divergence."""
-
-    type: Literal["dppo_kl"]
-    """Objective kind."""
-
-
-Objective = Annotated[
-    Union[PPOClipObjective, CISPOObjective, SAPOObjective, GMPOObjective, DPPOTVObjective, DPPOKLObjective],
-    Field(discriminator="type"),
-]
-
-
 class EntropyControlSpec(Strict):
     """Adaptive entropy coefficient (Skywork-OR1, arXiv 2505.22312; TRL `use_adaptive_entropy`): loss.entropy_coef is c_0."""
 
-    target: float = Field(..., gt=0)
-    """H*: target mean token entropy (nats); the bonus acts only once the measured entropy is at or below it."""
-    delta: float = Field(0.005, gt=0)
-    """delta: step of c per optimiser update, + when entropy <= target, - otherwise (TRL: 0.005)."""
-    coef_min: float = Field(0.0, ge=0)
+    target: float = Field(..., gt=0, le=45)
+    """H*: target mean token entropy (nats); the bonus acts only once the measured entropy is at or below it. At most 45: a token's entropy is at most log V, and log 2**64 = 44.4."""
+    delta: float = Field(0.005, gt=0, le=MAX_COEF)
+    """delta: step of c per optimiser update, + when entropy <= target, - otherwise (TRL: 0.005); at most 1e4, as c."""
+    coef_min: float = Field(0.0, ge=0, le=MAX_COEF)
     """c_min: lower bound of c."""
-    coef_max: float = Field(1.0, gt=0)
-    """c_max: upper bound of c (TRL: 1.0)."""
+    coef_max: float = Field(1.0, gt=0, le=MAX_COEF)
+    """c_max: upper bound of c (TRL: 1.0); at most 1e4, as every loss coefficient (c multiplies the entropy in the float32 loss)."""
 
     @model_validator(mode="after")
     def _min_le_max(self):
@@ -510,39 +474,25 @@ class LossSpec(Strict):
     clip: ClipSpec = Field(default_factory=ClipSpec)
     aggregation: Aggregation = "seq_mean_token_mean"
     """The length divisor: `seq_mean_token_mean` (GRPO: mean over sequences of 1/|o_i| sum_t), `token_mean` (DAPO: sum over all tokens / number of tokens), `seq_mean_token_sum_norm` (Dr. GRPO: sum / (num_seqs * L))."""
-    length_constant: int | None = Field(None, ge=1)
-    """L of `seq_mean_token_sum_norm`; null resolves to rollout.max_new_tokens (never the padded batch length)."""
-    entropy_coef: float = Field(0.0, ge=0)
-    """Entropy bonus: the loss gets - entropy_coef * H, aggregated like the policy loss."""
+    length_constant: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    """L of `seq_mean_token_sum_norm`; null resolves to rollout.max_new_tokens (never the padded batch length); at most 1e6, a length in tokens."""
+    entropy_coef: float = Field(0.0, ge=0, le=MAX_COEF)
+    """Entropy bonus: the loss gets - entropy_coef * H, aggregated like the policy loss; at most 1e4, as every loss coefficient."""
     top_entropy_quantile: float | None = Field(None, gt=0, le=1)
     """q of the top-entropy mask (Wang et al. 2025, 0.2 in the paper): only tokens with H_t >= the (1-q) quantile of the minibatch's entropies carry policy gradient; the normaliser still counts every token (null = off)."""
     cov_penalty: CovPenalty | None = None
     """Covariance-based remedy for entropy collapse, Clip-Cov or KL-Cov (null = off)."""
-    objective: Objective = Field(default_factory=lambda: PPOClipObjective(type="ppo_clip"))
-    """The policy objective, by `type`: `ppo_clip` (default), `cispo`, `sapo`, `gmpo`, `dppo_tv`, `dppo_kl` (docs/objectives.md)."""
+    objective: Objective = Field(
+        default_factory=lambda: PPOClipObjective(type="ppo_clip"),
+        description="The policy objective, by `type`: " + ", ".join(f"`{name}`" for name in OBJECTIVES)
+        + " (the first is the default; rlvr_cli/recipe/objectives.py, docs/objectives.md).")
     entropy_control: EntropyControlSpec | None = None
     """Steer the entropy coefficient towards a target entropy after every update (null = fixed loss.entropy_coef)."""
 
     @model_validator(mode="after")
     def _objective_knobs_act(self):
-        """Refuse a knob the chosen objective would silently ignore (docs/objectives.md)."""
-        kind = self.objective.type
-        if kind != "ppo_clip" and self.clip != ClipSpec():
-            raise ValueError(
-                f"clip: only objective ppo_clip reads it (its eps and dual clip would be inert under {kind}); "
-                "set the bounds in loss.objective"
-            )
-        if self.ratio == "sequence" and kind in ("gmpo", "dppo_tv", "dppo_kl"):
-            raise ValueError(
-                f"ratio: `sequence` would be inert under objective {kind}: "
-                + ("GMPO builds its own sequence ratio, the geometric mean of clipped token ratios"
-                   if kind == "gmpo" else "DPPO's mask and weight read each token's probability, not a ratio")
-            )
-        if kind == "gmpo" and self.aggregation != "seq_mean_token_mean":
-            raise ValueError(
-                f"aggregation: objective gmpo has one loss per sequence (broadcast to its tokens); {self.aggregation} "
-                "would weight sequences by length, which is not GMPO (use seq_mean_token_mean)"
-            )
+        """Refuse a knob the chosen objective would silently ignore (its registry entry says which)."""
+        check_loss(self)
         ec = self.entropy_control
         if ec is not None and not ec.coef_min <= self.entropy_coef <= ec.coef_max:
             raise ValueError(
@@ -557,13 +507,13 @@ class KLSpec(Strict):
     """`loss` (GRPO): + beta * KL_t in the loss; `reward` (PPO-RLHF): r_i <- r_i - beta * sum_t k1_t; `none` (DAPO, Dr. GRPO)."""
     estimator: KLEstimator = "k3"
     """With d = logp_ref - logp: k1 = -d, k2 = d^2/2, k3 = exp(d) - 1 - d. Used in the loss and in the logged KL."""
-    beta: float = Field(0.04, ge=0)
-    """beta: KL coefficient (forced to 0 when placement is `none`)."""
+    beta: float = Field(0.04, ge=0, le=MAX_COEF)
+    """beta: KL coefficient (forced to 0 when placement is `none`); at most 1e4, as every loss coefficient."""
     track: bool = True
     """Measure KL to the reference for the logs even when it is not in the objective (costs one forward pass)."""
-    track_every: int = Field(1, ge=1)
+    track_every: int = Field(1, ge=1, le=MAX_STEPS)
     """When KL is only tracked (not in the objective): measure it on step 1, every N steps and at eval steps; the other steps log `kl_*` as null (each measurement costs one reference forward over the step's batch)."""
-    ref_reset_every: int | None = Field(None, ge=1)
+    ref_reset_every: int | None = Field(None, ge=1, le=MAX_STEPS)
     """ProRL: every N steps set pi_ref <- pi_theta and reset the optimiser state (null = never)."""
 
     @model_validator(mode="after")
@@ -593,10 +543,10 @@ class DynamicSamplingSpec(Strict):
 
 
 class SoftPunishSpec(Strict):
-    buffer: int = Field(..., ge=1)
+    buffer: int = Field(..., ge=1, le=MAX_TOKENS)
     """B of DAPO's soft overlong punishment: lengths in (L_max - B, L_max] get ((L_max - B) - |o|)/B."""
-    factor: float = Field(1.0, ge=0)
-    """Multiplier on that penalty."""
+    factor: float = Field(1.0, ge=0, le=MAX_COEF)
+    """Multiplier on that penalty; at most 1e4, as every reward coefficient."""
 
 
 class OverlongSpec(Strict):
@@ -615,15 +565,15 @@ ExtractMethod = Literal["boxed", "gsm8k", "last_number", "answer_tags", "answer_
 class VerifierTerm(Strict):
     type: VerifierName = "task"
     """A correctness verifier; `task` means the task's own (integer for arithmetic, countdown, math for datasets)."""
-    weight: float = 1.0
-    """w_k: this term's weight in r = sum_k w_k * term_k."""
+    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
+    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
 
 
 class FormatTerm(Strict):
     type: Literal["format"]
     """Shaped reward: 1 when the response follows the task's format (its answer marker followed by a readable answer; without a marker, an answer found by one of `reward.extract`'s methods other than `last_number`, by default a `\\boxed{}` or `####` answer), optionally after a <think> block."""
-    weight: float = 0.1
-    """w_k: this term's weight in r = sum_k w_k * term_k."""
+    weight: float = Field(0.1, ge=-MAX_COEF, le=MAX_COEF)
+    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
     think: bool = False
     """Require `<think>...</think>` (exactly one, non-empty, at the start) before the answer."""
 
@@ -633,22 +583,22 @@ class RandomTerm(Strict):
     """Spurious control: Bernoulli(p), reproducible from the seed and the sample's identity (step, prompt id, sample index)."""
     p: float = Field(0.5, ge=0, le=1)
     """P(reward 1) of the random reward."""
-    weight: float = 1.0
-    """w_k: this term's weight in r = sum_k w_k * term_k."""
+    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
+    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
 
 
 class IncorrectTerm(Strict):
     type: Literal["incorrect"]
     """Spurious control: 1 only when the answer equals a fixed wrong label of the prompt."""
-    weight: float = 1.0
-    """w_k: this term's weight in r = sum_k w_k * term_k."""
+    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
+    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
 
 
 class FormatOnlyTerm(Strict):
     type: Literal["format_only"]
     """Spurious control: 1 whenever an answer can be extracted at all (by the task's verifier, with `reward.extract`)."""
-    weight: float = 1.0
-    """w_k: this term's weight in r = sum_k w_k * term_k."""
+    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
+    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
 
 
 class FunctionTerm(Strict):
@@ -657,8 +607,8 @@ class FunctionTerm(Strict):
     type: Literal["function"]
     function: str = Field(..., min_length=3)
     """`module:function` (imported from the current directory or PYTHONPATH) or `path/to/file.py:function` (relative to the current directory)."""
-    weight: float = 1.0
-    """w_k: this term's weight in r = sum_k w_k * term_k."""
+    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
+    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
 
     @model_validator(mode="after")
     def _reference_form(self):
@@ -678,8 +628,8 @@ RewardTerm = Annotated[
 class CodeSpec(Strict):
     """Limits of the `code` verifier's sandbox (docs/sandbox.md says what they do and do not protect against)."""
 
-    timeout_s: float = Field(3.0, gt=0, le=600)
-    """Wall-clock limit of one program run with its tests (plus 0.5 s for start-up); CPU time is limited to the same number of seconds, rounded up."""
+    timeout_s: float = Field(3.0, ge=0.01, le=600)
+    """Wall-clock limit of one program run with its tests (plus 0.5 s for start-up); CPU time is limited to the same number of seconds, rounded up. 0.01-600 s: starting and killing a process takes milliseconds."""
     memory_mb: int = Field(512, ge=64, le=1_048_576)
     """Address-space limit (RLIMIT_AS) of each process of the program."""
     max_processes: int = Field(16, ge=1, le=4096)
@@ -710,8 +660,8 @@ class LengthControlSpec(Strict):
 class RewardSpec(Strict):
     terms: list[RewardTerm] = Field(default_factory=lambda: [VerifierTerm()], min_length=1)
     """r_i = sum_k weight_k * term_k(o_i). Accuracy is always logged from the task's true verifier."""
-    timeout_s: float = Field(5.0, gt=0, le=600)
-    """Hard wall-clock limit per check of model output, enforced by killing the worker process (a code check gets at least code.timeout_s + 2.5 s)."""
+    timeout_s: float = Field(5.0, ge=0.01, le=600)
+    """Hard wall-clock limit per check of model output, enforced by killing the worker process (a code check gets at least code.timeout_s + 2.5 s). 0.01-600 s: under 10 ms a check cannot even be handed to a worker."""
     workers: int = Field(0, ge=0, le=256)
     """Verifier worker processes (0: one per CPU core, at most 4); started on the first math or code check."""
     worker_memory_mb: int = Field(4096, ge=256, le=1_048_576)
@@ -739,27 +689,27 @@ class RewardSpec(Strict):
 class OptimSpec(Strict):
     lr: float = Field(1e-4, gt=0, le=1)
     """Peak learning rate (AdamW), at most 1 (an AdamW update moves each weight by about lr)."""
-    weight_decay: float = Field(0.0, ge=0)
-    """AdamW decoupled weight decay."""
+    weight_decay: float = Field(0.0, ge=0, le=1)
+    """AdamW decoupled weight decay: each update multiplies the weights by 1 - lr * weight_decay, which stays in [0, 1] with lr <= 1 only for weight_decay <= 1 (1e300 makes it -inf)."""
     betas: tuple[AdamBeta, AdamBeta] = (0.9, 0.99)
     """AdamW (beta1, beta2), each in [0, 1)."""
-    adam_eps: float = Field(1e-8, gt=0)
-    """AdamW epsilon."""
+    adam_eps: float = Field(1e-8, ge=1e-30, le=1)
+    """AdamW epsilon, added to sqrt(v) in float32: at least 1e-30 (below float32's smallest normal, 1.2e-38, it rounds to 0 and a weight whose gradient is 0 gets 0/0 = NaN); at most 1, beyond sqrt(v) of any clipped gradient."""
     schedule: Schedule = "constant"
     """Learning-rate schedule after warm-up."""
-    warmup_steps: int = Field(0, ge=0)
-    """Linear warm-up over this many optimiser updates."""
+    warmup_steps: int = Field(0, ge=0, le=MAX_STEPS * 100)
+    """Linear warm-up over this many optimiser updates (at most 1e9: steps x mu, the most updates a run makes with one minibatch)."""
     min_lr_ratio: float = Field(0.0, ge=0, le=1)
     """Floor of the decaying schedules as a fraction of lr."""
-    grad_clip: float | None = Field(1.0, gt=0)
-    """Clip the global gradient norm to this value (null = off)."""
+    grad_clip: float | None = Field(1.0, ge=1e-30, le=1e30)
+    """Clip the global gradient norm to this value (null = off); 1e-30..1e30, where max_norm / norm stays a finite float32 (use null, not a huge bound, for no clipping)."""
     mu: int = Field(1, ge=1, le=100)
     """mu: optimisation passes over each rollout batch (GRPO's inner iterations)."""
     minibatches: int = Field(1, ge=1, le=4096)
     """Optimiser updates per pass: the batch is split into this many minibatches."""
     micro_batches: int = Field(1, ge=1, le=4096)
     """Gradient-accumulation chunks per minibatch (length-sorted, so they also pad less): saves memory, does not change the gradient. Rows whose loss is zero whatever the weights (A = 0 with no KL in the loss, entropy bonus or KL-Cov; or no loss token) are forwarded without a backward, in passes of at most as many rows, so a minibatch may take fewer passes."""
-    max_skipped_in_row: int = Field(5, ge=1)
+    max_skipped_in_row: int = Field(5, ge=1, le=MAX_STEPS)
     """A non-finite loss or gradient skips the update; this many in a row fail the run."""
 
 
@@ -770,24 +720,24 @@ class SFTSpec(Strict):
     """JSONL field of the prompt text."""
     response_field: str = "response"
     """JSONL field of the response text."""
-    batch_size: int = Field(64, ge=1)
-    """Examples per optimiser step."""
+    batch_size: int = Field(64, ge=1, le=100_000)
+    """Examples per optimiser step (at most 1e5, as rollout.prompts_per_step: the step's examples are held in memory at once)."""
 
 
 class EvalSpec(Strict):
-    every: int = Field(50, ge=0)
+    every: int = Field(50, ge=0, le=MAX_STEPS)
     """Evaluate every N steps (0 = only at the start and the end)."""
     at_start: bool = True
     """Evaluate the initial model as step 0 (the base model)."""
-    n: int = Field(16, ge=1, le=4096)
+    n: int = Field(16, ge=1, le=MAX_SAMPLES)
     """Samples per prompt."""
-    num_prompts: int = Field(64, ge=1)
-    """Held-out prompts evaluated (the first N of the task's held-out set)."""
+    num_prompts: int = Field(64, ge=1, le=10_000_000)
+    """Held-out prompts evaluated (the first N of the task's held-out set; at most 1e7, the largest held-out set rlvr builds, and num_prompts x n at most 1e8)."""
     temperature: Temperature | None = None
     """Sampling temperature of evaluation (0.001-10); null resolves to rollout.temperature."""
-    top_p: float = Field(1.0, gt=0, le=1)
-    """Nucleus mass of evaluation sampling."""
-    max_new_tokens: int | None = Field(None, ge=1)
+    top_p: TopP = 1.0
+    """Nucleus mass of evaluation sampling (1e-6..1)."""
+    max_new_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     """null resolves to rollout.max_new_tokens."""
     pass_at_k: list[int] | None = None
     """k values of pass@k; null resolves to powers of two up to n."""
@@ -810,9 +760,9 @@ class EvalSpec(Strict):
 
 
 class CheckpointSpec(Strict):
-    every: int = Field(50, ge=0)
+    every: int = Field(50, ge=0, le=MAX_STEPS)
     """Save every N steps (0 = only at the end); a run always saves its last step."""
-    keep_last: int | None = Field(None, ge=1)
+    keep_last: int | None = Field(None, ge=1, le=MAX_STEPS)
     """Keep only the newest N checkpoints (null = keep all)."""
 
 
@@ -836,8 +786,8 @@ class DistributedSpec(Strict):
     """`ddp`: every rank holds the whole model, gradients are averaged (DistributedDataParallel); `fsdp2`: parameters, gradients and optimiser state sharded per decoder block (torch.distributed.fsdp.fully_shard, then the root)."""
     backend: Literal["auto", "gloo", "nccl"] = "auto"
     """`auto`: nccl on CUDA, gloo on the CPU."""
-    timeout_s: float = Field(300.0, gt=0)
-    """Seconds a collective waits for the other ranks: a rank that died or hangs makes the others fail within it."""
+    timeout_s: float = Field(300.0, ge=1, le=1e6)
+    """Seconds a collective waits for the other ranks: a rank that died or hangs makes the others fail within it. 1 s to 1e6 s (11.6 days): torch holds it as a timedelta in milliseconds, which 1e30 overflows, and a step's collectives take longer than a second on a loaded machine."""
 
 
 
@@ -853,12 +803,12 @@ class Recipe(Strict):
     """`rl`: the GRPO-family policy-gradient loop, every forward pass with the model's dropout off (so the on-policy ratio is exactly 1); `sft`: supervised fine-tuning (warm start, R1 stages), with the model's dropout as its config sets it."""
     seed: Seed = 0
     """Seeds prompts, sampling and minibatch order per step: same seed, same machine, same metrics."""
-    steps: int = Field(100, ge=1)
-    """Training steps; an RL step is one rollout batch of P*G responses and its mu*minibatches updates."""
+    steps: int = Field(100, ge=1, le=MAX_STEPS)
+    """Training steps; an RL step is one rollout batch of P*G responses and its mu*minibatches updates (at most 1e7)."""
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """`auto` picks CUDA when present, else the CPU."""
-    threads: int | None = Field(1, ge=1)
-    """torch CPU threads. 1 suits the tiny model (on 2 cores, run two seeds side by side rather than two threads); null = torch's default."""
+    threads: int | None = Field(1, ge=1, le=MAX_THREADS)
+    """torch CPU threads (at most 4096: torch takes an int32, and more threads than cores only contend). 1 suits the tiny model (on 2 cores, run two seeds side by side rather than two threads); null = torch's default."""
     output_dir: str = "runs"
     """Parent directory of run directories."""
     model: ModelSpec = Field(default_factory=ModelSpec)
@@ -886,6 +836,7 @@ class Recipe(Strict):
         if self.eval.temperature is None:
             self.eval.temperature = self.rollout.temperature
         self._check_lora()
+        self._check_sizes()
         sp = self.overlong.soft_punish
         if sp is not None and sp.buffer >= self.rollout.max_new_tokens:
             raise ValueError(
@@ -909,6 +860,17 @@ class Recipe(Strict):
                 f"(rollout.prompts_per_step * rollout.group_size = {batch})"
             )
         return self
+
+    def _check_sizes(self):
+        """Batches that cannot fit in memory, refused before any work (MAX_BATCH_TOKENS, MAX_EVAL_RESPONSES)."""
+        ro, ev = self.rollout, self.eval
+        tokens = ro.prompts_per_step * ro.group_size * ro.max_new_tokens
+        if tokens > MAX_BATCH_TOKENS:
+            raise ValueError(f"rollout: prompts_per_step x group_size x max_new_tokens = {tokens:.3g} tokens per step; "
+                             f"at most 2**31 = {MAX_BATCH_TOKENS:.3g} (its token tensors alone would not fit in memory)")
+        if ev.num_prompts * ev.n > MAX_EVAL_RESPONSES:
+            raise ValueError(f"eval: num_prompts x n = {ev.num_prompts * ev.n:.3g} responses; at most "
+                             f"{MAX_EVAL_RESPONSES:.0e} (each is kept until the record is written)")
 
     def _check_lora(self):
         if self.model.lora is None:
@@ -1057,15 +1019,12 @@ class Recipe(Strict):
                 "reward 1 (pass@G of the group), so no group has spread and every advantage is 0; use k < G."
             )
         kind = self.loss.objective.type
-        if kind != "ppo_clip" and on_policy:
+        if not isinstance(self.loss.objective, PPOClipObjective) and on_policy:
             out.append(
                 f"loss.objective {kind} with optim.mu = 1 and one minibatch: rho = 1, where every objective has "
                 "ppo_clip's gradient; they differ only off-policy."
             )
-        if kind == "sapo" and self.loss.aggregation != "seq_mean_token_mean":
-            out.append("loss.objective sapo: the paper, TRL and verl aggregate with seq_mean_token_mean.")
-        if kind == "cispo" and self.loss.aggregation != "token_mean":
-            out.append("loss.objective cispo: the paper and TRL aggregate with token_mean (1 / sum_i |o_i|).")
+        out += objective_notes(self.loss)
         if self.advantage.scale == "mean" and self.advantage.baseline == "leave_one_out":
             out.append("advantage.scale mean with baseline leave_one_out is G/(G-1) times MaxRL (a rescale).")
         if self.kl.placement == "none" and self.kl.ref_reset_every:

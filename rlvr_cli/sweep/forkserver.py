@@ -104,17 +104,23 @@ def serve(preload: tuple[str, ...] = PRELOAD) -> None:
         except ImportError:  # an optional model family missing: the child imports what it needs
             pass
     out = sys.stdout
-    for line in sys.stdin:
+    for line in sys.stdin:  # ends when the sweep closes the pipe, or dies
         req = json.loads(line)
         out.flush()
         pid = os.fork()
         if pid == 0:
             _child(req)
-        out.write(json.dumps({"pid": pid}) + "\n")
-        out.flush()
+        try:
+            out.write(json.dumps({"pid": pid}) + "\n")
+            out.flush()
+        except BrokenPipeError:  # the sweep is gone: its watcher stops the run; wait for it, then leave
+            pass
         _, status = os.waitpid(pid, 0)
-        out.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
-        out.flush()
+        try:
+            out.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
+            out.flush()
+        except BrokenPipeError:
+            os._exit(0)  # without Python's exit, which would flush into the broken pipe once more
 
 
 class Server:

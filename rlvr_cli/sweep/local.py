@@ -7,39 +7,27 @@ the same process, log and numbers as a fresh `python -m rlvr_cli`, without payin
 A run's process starts in a session of its own, so the terminal's Ctrl-C reaches only the sweep, which
 then stops every run the same way: SIGINT to the run's process group (the trainer records the run as
 ``interrupted`` and exits; under `--nproc` torchrun and its ranks get it too), then SIGKILL to what is
-still there after a grace period. Either way the run resumes from its last complete checkpoint.
+still there after a grace period. Either way the run resumes from its last complete checkpoint. A sweep
+killed outright (kill -9) cannot do that itself: a watcher process does it instead (:mod:`.watch`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
-GRACE_S = 30.0
-"""How long an interrupted run may take to record itself before its processes are killed."""
+from rlvr_cli.sweep.backend import GRACE_S, Backend, Ended, Job, Settings
+from rlvr_cli.sweep.watch import Watcher
 
-
-@dataclass
-class Job:
-    """One run's `rlvr train` invocation and what it asks of the machine."""
-
-    name: str
-    argv: list[str]
-    """The arguments after `python -m rlvr_cli` (`train BASE --out DIR --set ...`)."""
-    log: Path
-    cpus: int
-    gpus: float = 0
-    env: dict[str, str] = field(default_factory=dict)
-    """Added to the environment of the run's process (its thread count)."""
-    command: list[str] | None = None
-    """A whole command line instead of `python -m rlvr_cli ARGV` (a `--script` of the sweep)."""
+__all__ = ["GRACE_S", "Job", "LocalBackend", "open_log", "spawn", "stop"]
 
 
 @contextmanager
@@ -58,8 +46,14 @@ def _sigint_unblocked():
 
 def open_log(log_path: Path, shown: list[str]):
     """The log file, opened for appending under a header line with the command. Raises OSError when it
-    cannot be written (a full disk, a bad path)."""
+    cannot be written (a full disk, a bad path, a FIFO or other special file, which is never opened)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = os.stat(log_path).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a directory: open() itself says "Is a directory"
+        raise OSError(errno.EINVAL, "not a regular file")
     log = open(log_path, "a", encoding="utf-8")
     try:
         log.write(f"== {shlex.join(shown)}\n")
@@ -148,18 +142,32 @@ def _poll(r) -> int | None:
     return r.rc
 
 
-class LocalBackend:
-    """Runs jobs as child processes of the sweep (forked from servers with ``fork``)."""
+class LocalBackend(Backend):
+    """Runs jobs as child processes of the sweep (forked from servers with ``fork``). A watcher
+    (:mod:`rlvr_cli.sweep.watch`) that holds ``hold`` stops them should the sweep be killed."""
 
     name = "local"
+    on_this_machine = True
 
-    def __init__(self, fork: bool = False):
+    def __init__(self, fork: bool = False, hold: tuple[int, ...] = ()):
         from rlvr_cli.sweep import forkserver
 
         self.fork = fork and forkserver.available()
+        self.hold = hold
         self._running: dict[str, object] = {}
         self._idle: list = []
         self._servers: list = []
+        self._watcher: Watcher | None = None
+
+    @classmethod
+    def default_jobs(cls, cpus: list[int]) -> int:
+        """As many runs as this machine's cores hold at the widest run's CPUs."""
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return max(1, cores // max(cpus, default=1))
+
+    @classmethod
+    def open(cls, settings: Settings) -> LocalBackend:
+        return cls(fork=settings.fork, hold=settings.hold)
 
     def _server(self):
         from rlvr_cli.sweep.forkserver import Server
@@ -171,29 +179,36 @@ class LocalBackend:
         self._servers.append(server)
         return server
 
+    def _run(self, job: Job):
+        if not (self.fork and job.command is None):
+            return _Spawned(job)
+        server = self._server()
+        try:
+            return _Forked(job, server)
+        except OSError:
+            self._idle.append(server)
+            raise
+        except RuntimeError as e:  # the server died before forking: a fresh process instead
+            self._servers.remove(server)
+            job.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(job.log, "a", encoding="utf-8") as f:
+                f.write(f"(fork server: {e}; starting a fresh process)\n")
+            return _Spawned(job)
+
     def start(self, job: Job) -> None:
-        if self.fork and job.command is None:
-            server = self._server()
-            try:
-                self._running[job.name] = _Forked(job, server)
-            except OSError:
-                self._idle.append(server)
-                raise
-            except RuntimeError as e:  # the server died before forking: a fresh process instead
-                self._servers.remove(server)
-                job.log.parent.mkdir(parents=True, exist_ok=True)
-                with open(job.log, "a", encoding="utf-8") as f:
-                    f.write(f"(fork server: {e}; starting a fresh process)\n")
-                self._running[job.name] = _Spawned(job)
-        else:
-            self._running[job.name] = _Spawned(job)
+        if self._watcher is None:
+            self._watcher = Watcher(GRACE_S, self.hold)
+        r = self._run(job)
+        self._running[job.name] = r
+        self._watcher.add(r.pid)
 
     def _release(self, r) -> None:
-        """An ended run's server back to the idle ones, if it is still alive."""
+        """An ended run: no longer watched, and its server back to the idle ones if it is still alive."""
+        self._watcher.remove(r.pid)
         if isinstance(r, _Forked) and r.rc is not None and r.server.proc.poll() is None:
             self._idle.append(r.server)
 
-    def poll(self) -> list[tuple[str, int | None, str | None]]:
+    def poll(self) -> list[Ended]:
         """(name, exit status, None) of every job that ended since the last call."""
         ended = []
         for name, r in list(self._running.items()):
@@ -220,3 +235,6 @@ class LocalBackend:
         for server in self._servers:
             server.close()
         self._servers, self._idle = [], []
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None

@@ -10,6 +10,8 @@ Joining a cluster (``--address``) first checks that the address answers: a TCP c
 timeout, because `ray.init` on an address with no Ray behind it waits far longer than a user would.
 Without an address a Ray instance is started on this machine (or the one this process already
 started is used). Tasks are not retried by Ray: a failed run is reported and resumed by the next sweep.
+Each task has its run's process group watched (:mod:`.watch`): should Ray kill the task's worker (the
+sweep killed, a forced cancel), the run stops as Ctrl-C stops it rather than train on detached.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import sys
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.sweep.local import GRACE_S, Job, spawn, stop
+from rlvr_cli.sweep.backend import GRACE_S, Backend, Ended, Job, Settings
+from rlvr_cli.sweep.local import spawn, stop
+from rlvr_cli.sweep.watch import Watcher
 
 CONNECT_TIMEOUT_S = 60.0
 """How long joining a cluster may take before the sweep gives up on the address (exit 2)."""
@@ -30,6 +34,8 @@ def run_in_task(argv: list[str], log_path: str, env: dict[str, str]) -> int:
     """The body of a run's Ray task: the run's process, waited for; a cancelled task (Ray raises
     KeyboardInterrupt in it) stops the process as Ctrl-C does locally, leaving the run resumable."""
     proc, log = spawn(argv, Path(log_path), env)
+    watcher = Watcher(GRACE_S)
+    watcher.add(proc.pid)
     try:
         while True:  # short waits: Ray delivers its KeyboardInterrupt between Python bytecodes, not inside one wait
             try:
@@ -42,6 +48,7 @@ def run_in_task(argv: list[str], log_path: str, env: dict[str, str]) -> int:
         stop([proc])
         raise
     finally:
+        watcher.close()
         log.close()
 
 
@@ -76,22 +83,27 @@ def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
         raise UserError(f"--address {address}: cannot join the Ray cluster: {lines[-1] if lines else probe.returncode}")
 
 
-class RayBackend:
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--backend ray: Ray is not installed; "
+                        "pip install 'rlvr-cli[ray]' (or pip install ray)") from None
+    return ray
+
+
+class RayBackend(Backend):
     """Runs jobs as Ray tasks on the cluster at ``address`` (None: a Ray instance on this machine)."""
 
     name = "ray"
+    takes_address = True
 
-    def __init__(self, address: str | None = None, timeout: float = CONNECT_TIMEOUT_S):
-        try:
-            import ray
-        except ImportError:
-            raise UserError("--backend ray: Ray is not installed; "
-                            "pip install 'rlvr-cli[ray]' (or pip install ray)") from None
+    def __init__(self, address: str | None = None):
+        """Join the cluster at ``address`` (probed first by :meth:`check`) or start Ray here."""
+        ray = _ray()
         self.ray = ray
         self._started = False
         if not ray.is_initialized():
-            if address is not None:
-                check_address(address, timeout)
             try:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as e:
@@ -100,11 +112,26 @@ class RayBackend:
         self._remote = ray.remote(max_retries=0)(run_in_task)
         self._refs: dict[str, object] = {}
 
+    @classmethod
+    def check(cls, settings: Settings) -> None:
+        """Ray installed, and a cluster answering at the address (when one is given)."""
+        if not _ray().is_initialized() and settings.address is not None:
+            check_address(settings.address, CONNECT_TIMEOUT_S if settings.timeout is None else settings.timeout)
+
+    @classmethod
+    def default_jobs(cls, cpus: list[int]) -> int:
+        """Every run: Ray queues the tasks its cluster cannot place yet."""
+        return max(1, len(cpus))
+
+    @classmethod
+    def open(cls, settings: Settings) -> RayBackend:
+        return cls(settings.address)
+
     def start(self, job: Job) -> None:
         opts = {"num_cpus": job.cpus, "num_gpus": job.gpus, "name": f"rlvr train {job.name}"}
         self._refs[job.name] = self._remote.options(**opts).remote(job.argv, str(job.log), job.env)
 
-    def poll(self) -> list[tuple[str, int | None, str | None]]:
+    def poll(self) -> list[Ended]:
         """(name, exit status or None, why the task itself failed) of every task that ended."""
         if not self._refs:
             return []

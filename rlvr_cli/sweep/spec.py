@@ -31,6 +31,7 @@ refused before anything runs, as ``spec.yaml:LINE: arm NAME: field: problem`` (e
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,16 @@ ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+=-]*$"
 """An arm's name is a directory name's start (`<arm>-seed<k>`): no spaces, slashes or leading dot."""
 SET_BY_SWEEP = ("seed", "name")
 """Recipe fields the sweep sets itself (from `seeds:` and the arm's name): an arm may not set them."""
+MAX_RUNS = 1000
+"""Runs one spec may plan (arms x seeds): each is a process and a directory, and each recipe is loaded
+and checked before anything runs; a larger study is several specs (they share one pool of slots)."""
+MAX_ARM_NAME = 200
+"""Characters of an arm's name: `<arm>-seed<k>` names a directory, and a file or directory name holds at
+most 255 bytes (with the seed and the temporary name of a copy, 200 leaves room)."""
+MAX_NPROC = 1024
+"""Processes per run: torchrun starts them on one machine."""
+MAX_GPUS = 1024
+"""GPUs one run may ask Ray for."""
 
 
 class _Strict(BaseModel):
@@ -73,6 +84,9 @@ class Variant(_Strict):
         if not re.match(ARM_NAME, v):
             raise ValueError("an arm's name is letters, digits and . _ + = - (it names the run directories), "
                              "starting with a letter or digit")
+        if len(v) > MAX_ARM_NAME:
+            raise ValueError(f"an arm's name is at most {MAX_ARM_NAME} characters (it names the run directories); "
+                             f"this one has {len(v)}")
         return v
 
 
@@ -111,9 +125,9 @@ class SweepSpec(_Strict):
     """Named arms."""
     grid: dict[str, list[Any]] = {}
     """Recipe field -> values; every combination is an arm (crossed with the variants when both are given)."""
-    nproc: int = Field(1, ge=1)
+    nproc: int = Field(1, ge=1, le=MAX_NPROC)
     """Processes per run (`rlvr train --nproc`: torchrun inside the run's slot or Ray task)."""
-    gpus: float = Field(0, ge=0)
+    gpus: float = Field(0, ge=0, le=MAX_GPUS)
     """GPUs each run asks Ray for (the local backend does not place GPUs)."""
     out: str | None = None
     """Where the run directories go (default runs/<spec name>), relative to the working directory (unlike `base`); `--out` overrides it."""
@@ -133,9 +147,13 @@ class SweepSpec(_Strict):
         if isinstance(v, int) and not isinstance(v, bool):
             if v < 1:
                 raise ValueError("a count of seeds must be >= 1")
+            if v > MAX_RUNS:
+                raise ValueError(f"at most {MAX_RUNS} seeds (a spec plans at most {MAX_RUNS} runs)")
         elif isinstance(v, list):
             if not v or not all(seed(x) for x in v):
                 raise ValueError("expected a count N (seeds 0..N-1) or a non-empty list of seeds 0 <= seed < 2**63")
+            if len(v) > MAX_RUNS:
+                raise ValueError(f"at most {MAX_RUNS} seeds (a spec plans at most {MAX_RUNS} runs)")
             dup = sorted({x for x in v if v.count(x) > 1})
             if dup:
                 raise ValueError(f"seed(s) {dup} given twice")
@@ -160,6 +178,14 @@ class SweepSpec(_Strict):
     @property
     def seed_list(self) -> list[int]:
         return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+    @property
+    def planned_runs(self) -> int:
+        """Arms x seeds, counted without expanding them (a grid's product can be astronomic)."""
+        arms = max(1, len(self.variants))
+        for values in self.grid.values():
+            arms *= len(values)
+        return arms * len(self.seed_list)
 
 
 @dataclass
@@ -213,6 +239,8 @@ class Plan:
     arm_lines: dict[str, int] = field(default_factory=dict)
     needs: list[PlannedRun] = field(default_factory=list)
     """The spec's `needs`: trained before every run in ``runs``."""
+    out_flag: bool = False
+    """``out`` is `rlvr sweep --out`'s (else the spec's `out`, or the default)."""
 
     def where(self, arm: str) -> str:
         """`spec.yaml:LINE: arm NAME` for messages about an arm."""
@@ -289,6 +317,29 @@ def _grid_points(spec: SweepSpec, origins: dict) -> list[tuple[str, list[Overrid
     return points
 
 
+def _set_by_sweep(key: str) -> str:
+    return f"set by the sweep ({'seeds:' if key == 'seed' else 'the arm name'})"
+
+
+def _check_size(path: Path, spec: SweepSpec, origins: dict) -> None:
+    """Refuse a spec of more than MAX_RUNS runs before expanding it."""
+    n = spec.planned_runs
+    if n > MAX_RUNS:
+        line = _line(origins, ("grid",) if spec.grid else ("seeds",))
+        raise UserError(f"{path}:{line}: the spec plans {n} runs (arms x seeds), at most {MAX_RUNS}; "
+                        "split it into several specs (`rlvr sweep A.yaml B.yaml` runs them in one pool)")
+
+
+def _check_command_line(sets: list[str]) -> None:
+    """`rlvr sweep --set seed=5` is refused as `seed:` in the spec is: it would train seed 5 under every
+    run's name `<arm>-seed<k>`."""
+    bad = [f"--set {s}: {key}: {_set_by_sweep(key)}; give the spec's `seeds:` instead" if key == "seed"
+           else f"--set {s}: {key}: {_set_by_sweep(key)}; remove it"
+           for s in sets if (key := s.split("=", 1)[0].strip()) in SET_BY_SWEEP]
+    if bad:
+        raise UserError(bad)
+
+
 def _arms(path: Path, spec: SweepSpec, origins: dict, base_name: str) -> list[Arm]:
     """Variants x grid points, refusing duplicate names and overrides of what the sweep sets itself."""
     variants = [(v.name, [Override(s, _line(origins, ("variants", i, "set", j))) for j, s in enumerate(v.set)],
@@ -303,19 +354,21 @@ def _arms(path: Path, spec: SweepSpec, origins: dict, base_name: str) -> list[Ar
         if name in seen:
             problems.append(f"{path}:{line}: arm {name}: the name is given twice (first at line {seen[name]})")
             continue
+        if len(name) > MAX_ARM_NAME:
+            problems.append(f"{path}:{line}: arm {name[:40]}...: the name is {len(name)} characters, at most "
+                            f"{MAX_ARM_NAME} (it names the run directories); shorten the variant's name or the grid's values")
+            continue
         seen[name] = line
         arms.append(Arm(name, [*vsets, *gsets], line, *vrecipe))
     for arm in arms:
         for o in arm.overrides:
             key = o.item.split("=", 1)[0].strip()
             if key in SET_BY_SWEEP:
-                problems.append(f"{path}:{o.line}: arm {arm.name}: {key}: set by the sweep "
-                                f"({'seeds:' if key == 'seed' else 'the arm name'}); remove it from the arm")
+                problems.append(f"{path}:{o.line}: arm {arm.name}: {key}: {_set_by_sweep(key)}; remove it from the arm")
     for i, s in enumerate(spec.set):
         key = s.split("=", 1)[0].strip()
         if key in SET_BY_SWEEP:
-            problems.append(f"{path}:{_line(origins, ('set', i))}: set: {key}: set by the sweep "
-                            f"({'seeds:' if key == 'seed' else 'the arm name'}); remove it")
+            problems.append(f"{path}:{_line(origins, ('set', i))}: set: {key}: {_set_by_sweep(key)}; remove it")
     if problems:
         raise UserError(problems)
     return arms
@@ -354,13 +407,20 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
               sets: list[str] = ()) -> Plan:
     """Read, validate and expand a sweep spec into its runs (every run's recipe resolved).
 
-    ``out`` overrides the spec's `out`; ``threads`` sets every run's `threads` (`--threads`); ``sets`` are
-    `--set` overrides of every run after the spec's own (`rlvr sweep --set`), the `needs` included."""
+    ``out`` overrides the spec's `out` (`rlvr sweep --out`), and then everything the sweep writes goes under
+    it: the comparison to OUT/compare and each of `needs` to OUT/<its name>, an arm whose model is that
+    need's directory loading it from there. ``threads`` sets every run's `threads` (`--threads`); ``sets``
+    are `--set` overrides of every run after the spec's own (`rlvr sweep --set`), the `needs` included."""
     path = Path(spec_path)
     data, origins = _read(path)
     spec = _validate(path, data, origins)
+    _check_size(path, spec, origins)
+    _check_command_line(list(sets))
     base_line = _line(origins, ("base",))
     base = _find(spec.base, path, base_line, "base") if spec.base is not None else None
+    out_dir = Path(out if out is not None else spec.out if spec.out is not None else Path("runs") / path.stem)
+    moved = {os.path.abspath(n.out): out_dir / Path(n.out).name for n in spec.needs} if out is not None else {}
+    """A need's directory -> where it goes under --out."""
 
     common = [Override(s, _line(origins, ("set", i))) for i, s in enumerate(spec.set)]
     if spec.steps is not None:
@@ -387,11 +447,14 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
             items = [*head, Override(f"seed={k}", seeds_line), *extra]
             try:
                 recipe = _load(arm_path, items, path, f"arm {arm.name}", arm.line)
+                if os.path.abspath(recipe.model.name) in moved:  # its warm start, trained under --out
+                    items.append(Override(f"model.name={moved[os.path.abspath(recipe.model.name)]}", 0))
+                    recipe = _load(arm_path, items, path, f"arm {arm.name}", arm.line)
             except UserError as e:
                 problems += e.problems
                 break  # the arm's other seeds have the same problem
-            runs.append(PlannedRun(arm.name, k, f"{arm.name}-seed{k}", Path(), arm_ref, [o.item for o in items],
-                                   [o.item for o in arm.overrides], recipe))
+            runs.append(PlannedRun(arm.name, k, f"{arm.name}-seed{k}", out_dir / f"{arm.name}-seed{k}", arm_ref,
+                                   [o.item for o in items], [o.item for o in arm.overrides], recipe))
     needs = []
     for i, need in enumerate(spec.needs):
         line = _line(origins, ("needs", i))
@@ -402,14 +465,13 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
         except UserError as e:
             problems += e.problems
             continue
-        needs.append(PlannedRun("needs", recipe.seed, Path(need.out).name, Path(need.out), need_ref,
+        needs.append(PlannedRun("needs", recipe.seed, Path(need.out).name,
+                                moved.get(os.path.abspath(need.out), Path(need.out)), need_ref,
                                 [o.item for o in items], [], recipe))
     if problems:
         raise UserError(sorted(set(problems), key=problems.index))  # a bad --set is said once, not per arm
 
-    out_dir = Path(out if out is not None else spec.out if spec.out is not None else Path("runs") / path.stem)
     for r in runs:
-        r.dir = out_dir / r.name
         r.after = [n.dir for n in needs]
     clash = sorted({n.name for n in needs} & {r.name for r in runs})
     if clash or len({n.name for n in needs}) < len(needs):
@@ -423,5 +485,6 @@ def load_plan(spec_path: str | Path, out: str | Path | None = None, threads: int
                 raise UserError(f"{path}:{_line(origins, ('compare', 'control'))}: compare.control: "
                                 f"{spec.compare.control!r} is not an arm (arms: {', '.join(names)})")
             control = spec.compare.control
-        compare_out = Path(spec.compare.out) if spec.compare.out is not None else out_dir / "compare"
-    return Plan(path, spec, out_dir, runs, names, control, compare_out, {a.name: a.line for a in arms}, needs)
+        compare_out = Path(spec.compare.out) if spec.compare.out is not None and out is None else out_dir / "compare"
+    return Plan(path, spec, out_dir, runs, names, control, compare_out, {a.name: a.line for a in arms}, needs,
+                out_flag=out is not None)

@@ -9,11 +9,14 @@
 
 A run directory whose saved recipe differs from the newly resolved one in anything that changes what
 is computed is a conflict: the sweep refuses before anything runs, naming the arm, rather than mix two
-recipes under one name.
+recipes under one name. So is a run's path that `rlvr train` would refuse once the sweep got to it: a
+file there, a directory of other files and no run, a link or special file among the run's files.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +42,8 @@ class OnDisk:
     """The saved recipe.yaml; None when there is none (no run started there)."""
     error: str | None
     """run.json's error message, if any."""
+    reward: float | None = None
+    """The last logged step's mean reward (metrics.jsonl's ``reward_mean``), None when not a number."""
 
 
 def read_run(run_dir: Path, with_recipe: bool = True) -> OnDisk:
@@ -54,8 +59,11 @@ def read_run(run_dir: Path, with_recipe: bool = True) -> OnDisk:
             recipe = {}
         recipe = recipe if isinstance(recipe, dict) else {}
     error = status.get("error")
-    return OnDisk(status.get("status"), run_files.last_logged_step(run_dir), recipe,
-                  error if isinstance(error, str) else None)
+    row = run_files.last_metrics_row(run_dir)
+    reward = row.get("reward_mean")
+    finite = isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward)
+    return OnDisk(status.get("status"), row.get("step", 0), recipe, error if isinstance(error, str) else None,
+                  float(reward) if finite else None)
 
 
 def _differences(saved, new, prefix: str = "") -> list[str]:
@@ -94,7 +102,15 @@ def plan_states(plan: Plan) -> dict[str, str]:
     would change (nothing has run yet)."""
     states, problems = {}, []
     for run in [*plan.needs, *plan.runs]:
+        unusable = _unusable(run.dir)
+        if unusable:
+            problems.append(f"{plan.where(run.arm)}: {unusable}")
+            states[run.name] = "new"
+            continue
         state, diffs = run_state(run, read_run(run.dir))
+        if state == "new" and _other_files(run.dir):
+            problems.append(f"{plan.where(run.arm)}: {run.dir} holds files but no run (no {run_files.RECIPE}), and "
+                            "`rlvr train` does not write into it; move them away, or choose another --out")
         if state == "conflict":
             shown = "; ".join(diffs[:3]) + (f"; and {len(diffs) - 3} more" if len(diffs) > 3 else "")
             problems.append(f"{plan.where(run.arm)}: {run.dir} holds a run trained with a different recipe "
@@ -103,3 +119,24 @@ def plan_states(plan: Plan) -> dict[str, str]:
     if problems:
         raise UserError(problems)
     return states
+
+
+def _other_files(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds anything but the run lock (an unreadable directory counts as holding some)."""
+    try:
+        return any(p.name != run_files.LOCK_NAME for p in run_dir.iterdir())
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
+def _unusable(run_dir: Path) -> str | None:
+    """Why ``run_dir`` cannot hold the run (read before it is: a FIFO there would block the reading)."""
+    if not os.path.lexists(run_dir) or run_dir.is_dir():
+        try:
+            run_files.check_run_files(run_dir)
+        except UserError as e:
+            return e.problems[0]
+        return None
+    return f"{run_dir}: is a file, not a run directory; remove it, or choose another --out"

@@ -31,10 +31,8 @@ from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.algo.passk import pass_at_k
 from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
 from rlvr_cli.algo.reward_combination import decoupled_group_advantages
-from rlvr_cli.algo.objectives import ObjectiveOut, cispo_surrogate, gmpo_surrogate, sapo_surrogate
-from rlvr_cli.algo.policy_loss import RATIOS, SurrogateOut, clipped_surrogate, token_log_ratio
-from rlvr_cli.algo.trust_region import dppo_surrogate
-from rlvr_cli.recipe.schema import LossSpec, Recipe
+from rlvr_cli.algo.policy_loss import SurrogateOut
+from rlvr_cli.recipe.schema import Recipe
 
 
 def shape_rewards(recipe: Recipe, rewards, response_lengths, old_logp, ref_logp, mask) -> torch.Tensor:
@@ -93,51 +91,11 @@ def step_advantages(recipe: Recipe, shaped: torch.Tensor, terms: tuple[torch.Ten
     return adv, adv, passk  # the advantage is 0 exactly where the k-subset rewards have no spread
 
 
-def _as_surrogate(out: ObjectiveOut) -> SurrogateOut:
-    """The new objectives' flags in PPO's record: no dual clip."""
-    return SurrogateOut(out.loss, out.ratio, out.limited_low, out.limited_high, torch.zeros_like(out.limited_low))
-
-
-def _ppo_clip(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
-    c = lo.clip
-    return clipped_surrogate(RATIOS[lo.ratio](logp, old_logp, mask), adv, c.eps_low, c.eps_high, c.dual_clip)
-
-
-def _cispo(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
-    o = lo.objective
-    return _as_surrogate(cispo_surrogate(logp, RATIOS[lo.ratio](logp, old_logp, mask), adv, o.eps_low, o.eps_high))
-
-
-def _sapo(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
-    o = lo.objective
-    return _as_surrogate(sapo_surrogate(RATIOS[lo.ratio](logp, old_logp, mask), adv, o.tau_pos, o.tau_neg))
-
-
-def _gmpo(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
-    o = lo.objective  # its own sequence level: the schema refuses loss.ratio sequence
-    return _as_surrogate(gmpo_surrogate(token_log_ratio(logp, old_logp, mask), adv, mask, o.eps_low, o.eps_high))
-
-
-def _dppo(divergence: str):
-    def dppo(lo: LossSpec, logp, old_logp, adv, mask) -> SurrogateOut:
-        o = lo.objective  # a per-token trust region: the schema refuses loss.ratio sequence
-        return _as_surrogate(dppo_surrogate(logp, old_logp, adv, divergence, o.delta_low, o.delta_high, o.is_cap))
-    return dppo
-
-
-SURROGATES = {"ppo_clip": _ppo_clip, "cispo": _cispo, "sapo": _sapo, "gmpo": _gmpo,
-              "dppo_tv": _dppo("tv"), "dppo_kl": _dppo("kl")}
-"""``loss.objective.type`` -> the per-token policy loss (keys = the schema's ``ObjectiveType``)."""
-
-ZERO_GRADIENT_FLAGS = ("ppo_clip", "gmpo", "dppo_tv", "dppo_kl")
-"""Objectives whose flagged tokens (``clipped_low/high``) have no gradient; CISPO's capped tokens keep it,
-SAPO flags none."""
-
-
 def policy_surrogate(recipe: Recipe, logp, old_logp, adv, mask) -> SurrogateOut:
-    """Per-token policy loss of ``loss.objective`` (:data:`SURROGATES`): ``logp`` (B, T) with gradient, the
-    behaviour ``old_logp`` (B, T), ``adv`` (B, 1), ``mask`` (B, T)."""
-    return SURROGATES[recipe.loss.objective.type](recipe.loss, logp, old_logp, adv, mask)
+    """Per-token policy loss of ``loss.objective``, its registry entry's formula
+    (:mod:`rlvr_cli.recipe.objectives`): ``logp`` (B, T) with gradient, the behaviour ``old_logp`` (B, T),
+    ``adv`` (B, 1), ``mask`` (B, T)."""
+    return recipe.loss.objective.surrogate(recipe.loss, logp, old_logp, adv, mask)
 
 
 @dataclass
@@ -176,8 +134,8 @@ def token_selection(recipe: Recipe, logp, entropy, old_logp, adv, mask, generato
         sel.cov = token_covariance(logp, adv, mask)
         if cp.type == "clip_cov":  # as verl: tokens the objective's clip already cuts are not candidates
             sur = policy_surrogate(recipe, logp, old_logp, adv, mask)
-            cut = sur.clipped_low | sur.clipped_high
-            exclude = cut if lo.objective.type in ZERO_GRADIENT_FLAGS else torch.zeros_like(cut)
+            cut = sur.clip_low | sur.clip_high
+            exclude = cut if type(lo.objective).zero_gradient else torch.zeros_like(cut)
             sel.cut = clip_cov_selection(sel.cov, mask, cp.clip_ratio, cp.lb, cp.ub, generator, exclude=exclude)
         else:
             sel.penalised = kl_cov_selection(sel.cov, mask, cp.kl_ratio)

@@ -49,7 +49,7 @@ class UpdateStats:
     tokens: float = 0.0
     clip_low: float = 0.0
     clip_high: float = 0.0
-    dual: float = 0.0
+    dual_clip: float = 0.0
     ratio_max: float = -math.inf
     ratio_min: float = math.inf
     ent_sum: float = 0.0
@@ -76,9 +76,9 @@ class UpdateStats:
     def add_tokens(self, sur: SurrogateOut, loss_mask: torch.Tensor) -> None:
         """Clip and ratio statistics over the tokens that count in the loss."""
         self.tokens += float(loss_mask.sum())
-        self.clip_low += float((sur.clipped_low * loss_mask).sum())
-        self.clip_high += float((sur.clipped_high * loss_mask).sum())
-        self.dual += float((sur.dual_clipped * loss_mask).sum())
+        self.clip_low += float((sur.clip_low * loss_mask).sum())
+        self.clip_high += float((sur.clip_high * loss_mask).sum())
+        self.dual_clip += float((sur.dual_clip * loss_mask).sum())
         if bool((loss_mask > 0).any()):
             sel = sur.ratio[loss_mask > 0]
             self.ratio_max = max(self.ratio_max, float(sel.max()))
@@ -113,8 +113,8 @@ class UpdateStats:
 
     def reduce(self) -> None:
         """Sum the token counts and max/min the ratios over ranks (the losses and norms are global already)."""
-        (self.tokens, self.clip_low, self.clip_high, self.dual, self.ent_sum, self.ent_tokens) = dist.all_reduce(
-            [self.tokens, self.clip_low, self.clip_high, self.dual, self.ent_sum, self.ent_tokens], "sum")
+        (self.tokens, self.clip_low, self.clip_high, self.dual_clip, self.ent_sum, self.ent_tokens) = dist.all_reduce(
+            [self.tokens, self.clip_low, self.clip_high, self.dual_clip, self.ent_sum, self.ent_tokens], "sum")
         self.ratio_max, neg_min = dist.all_reduce([self.ratio_max, -self.ratio_min], "max")
         self.ratio_min = -neg_min
 
@@ -123,7 +123,7 @@ class UpdateStats:
             "entropy": self.ent_sum / self.ent_tokens if self.ent_tokens else None,
             "clip_low_frac": self.clip_low / self.tokens if self.tokens else 0.0,
             "clip_high_frac": self.clip_high / self.tokens if self.tokens else 0.0,
-            "dual_clip_frac": self.dual / self.tokens if self.tokens else 0.0,
+            "dual_clip_frac": self.dual_clip / self.tokens if self.tokens else 0.0,
             "ratio_max": self.ratio_max if self.ratio_max > -math.inf else None,
             "ratio_min": self.ratio_min if self.ratio_min < math.inf else None,
             "loss": mean(self.losses),

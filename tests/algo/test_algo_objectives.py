@@ -39,13 +39,13 @@ def test_cispo_worked_example():
     assert out.loss.item() == pytest.approx(-1.2 * (-1.0 + math.log(1.5)))
     assert grad == pytest.approx(-1.2)
     assert _ppo_grad(1.5, 1.0) == 0.0  # PPO's clip cuts this token
-    assert bool(out.limited_high) and not bool(out.limited_low)
+    assert bool(out.clip_high) and not bool(out.clip_low)
 
 
 def test_cispo_negative_advantage_low_ratio():
     # rho 0.5, A = -1, eps_low 0.2: weight max(0.5, 0.8) = 0.8 -> d loss / d log pi = -0.8 * (-1) = +0.8; PPO: 0
     out, grad = _cispo_one(0.5, -1.0, eps_low=0.2)
-    assert grad == pytest.approx(0.8) and bool(out.limited_low)
+    assert grad == pytest.approx(0.8) and bool(out.clip_low)
     assert _ppo_grad(0.5, -1.0) == 0.0
     # without a lower bound (the paper, TRL) the weight is the ratio itself: +0.5
     assert _cispo_one(0.5, -1.0, eps_low=None)[1] == pytest.approx(0.5)
@@ -59,7 +59,7 @@ def test_cispo_gradient_nonzero_on_every_token_ppo_cuts():
     lr_ppo = lr.clone().requires_grad_(True)
     ppo = clipped_surrogate(lr_ppo, adv, 0.2, 0.28)
     ppo.loss.sum().backward()
-    cut = ppo.clipped_low | ppo.clipped_high
+    cut = ppo.clip_low | ppo.clip_high
     assert cut.sum() > 20 and torch.equal(lr_ppo.grad[cut], torch.zeros(int(cut.sum()), dtype=torch.float64))
     logp = (old + lr).requires_grad_(True)
     out = cispo_surrogate(logp, logp - old, adv, 0.2, 0.28)
@@ -192,7 +192,7 @@ def test_gmpo_worked_example():
     assert torch.allclose(out.loss, torch.full((1, 2), -1.105171, dtype=torch.float64), atol=1e-6)
     aggregate(out.loss, torch.ones(1, 2), "seq_mean_token_mean").backward()
     assert torch.allclose(logp.grad, torch.tensor([[0.0, -0.552585]], dtype=torch.float64), atol=1e-6)
-    assert out.limited_high.tolist() == [[True, False]] and not out.limited_low.any()
+    assert out.clip_high.tolist() == [[True, False]] and not out.clip_low.any()
 
 
 def test_gmpo_negative_advantage():
@@ -203,7 +203,7 @@ def test_gmpo_negative_advantage():
     aggregate(out.loss, torch.ones(1, 2), "seq_mean_token_mean").backward()
     assert out.loss[0, 0].item() == pytest.approx(0.951229, abs=1e-6)
     assert torch.allclose(logp.grad, torch.tensor([[0.0, 0.475615]], dtype=torch.float64), atol=1e-6)
-    assert out.limited_low.tolist() == [[True, False]]
+    assert out.clip_low.tolist() == [[True, False]]
 
 
 def test_gmpo_matches_sequence_loop_reference():

@@ -21,7 +21,7 @@ def _one(rho: float, adv: float, eps_low=0.2, eps_high=0.2, dual_clip=None):
     lr = torch.tensor([[math.log(rho)]], dtype=torch.float64, requires_grad=True)
     out = clipped_surrogate(lr, torch.tensor([[adv]], dtype=torch.float64), eps_low, eps_high, dual_clip)
     out.loss.sum().backward()
-    flags = (bool(out.clipped_low), bool(out.clipped_high), bool(out.dual_clipped))
+    flags = (bool(out.clip_low), bool(out.clip_high), bool(out.dual_clip))
     return out.loss.item(), lr.grad.item(), flags
 
 
@@ -98,7 +98,7 @@ def test_gradient_exactly_zero_in_clipped_regions():
     out = clipped_surrogate(lr, adv.unsqueeze(0), 0.2, 0.2)
     out.loss.sum().backward()
     assert torch.equal(lr.grad, torch.zeros_like(lr))
-    assert out.clipped_high[0, :4].all() and out.clipped_low[0, 4:].all()
+    assert out.clip_high[0, :4].all() and out.clip_low[0, 4:].all()
 
 
 def test_gradient_nonzero_just_inside_the_clip_range():
@@ -122,7 +122,7 @@ def test_ratio_one_means_no_clipping_and_plain_policy_gradient(mode, ratio):
     logp = token_logprobs(x @ w.T, targets)
     out = clipped_surrogate(RATIOS[ratio](logp, logp.detach(), mask), adv, 0.2, 0.28, dual_clip=3.0)
     assert torch.equal(out.ratio, torch.ones_like(out.ratio))
-    assert not out.clipped_low.any() and not out.clipped_high.any() and not out.dual_clipped.any()
+    assert not out.clip_low.any() and not out.clip_high.any() and not out.dual_clip.any()
     (g_surrogate,) = torch.autograd.grad(aggregate(out.loss, mask, mode, length_constant=6), w)
 
     logp = token_logprobs(x @ w.T, targets)
@@ -240,9 +240,9 @@ def test_clipped_surrogate_matches_loop_reference(tok, eps, dual_clip):
                             eps[0], eps[1], dual_clip)
     losses, lows, highs, duals = reference_surrogate(lrs, advs, eps[0], eps[1], dual_clip)
     assert torch.allclose(out.loss[0], torch.tensor(losses, dtype=torch.float64), rtol=1e-12, atol=1e-12)
-    assert out.clipped_low[0].tolist() == lows
-    assert out.clipped_high[0].tolist() == highs
-    assert out.dual_clipped[0].tolist() == duals
+    assert out.clip_low[0].tolist() == lows
+    assert out.clip_high[0].tolist() == highs
+    assert out.dual_clip[0].tolist() == duals
 
 
 def test_sequence_log_ratio_matches_loop_reference():

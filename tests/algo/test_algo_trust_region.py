@@ -19,7 +19,7 @@ def _one(p_old: float, p: float, adv: float, divergence="tv", delta=0.15, is_cap
     old = torch.tensor([[math.log(p_old)]], dtype=torch.float64)
     out = dppo_surrogate(logp, old, torch.tensor([[adv]], dtype=torch.float64), divergence, delta, delta, is_cap)
     out.loss.sum().backward()
-    return out.loss.item(), logp.grad.item(), (bool(out.limited_low), bool(out.limited_high))
+    return out.loss.item(), logp.grad.item(), (bool(out.clip_low), bool(out.clip_high))
 
 
 def _ppo_grad(p_old: float, p: float, adv: float, eps=0.2) -> float:

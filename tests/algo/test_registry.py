@@ -15,8 +15,8 @@ PAIRS = [
     ("KL_ESTIMATORS", "KLEstimator"),
     ("AGGREGATIONS", "Aggregation"),
     ("IS_MODES", "ISMode"),
-    ("OBJECTIVES", "ObjectiveType"),
 ]
+"""The objectives have one registry of their own, read by the schema: tests/recipe/test_objective_registry.py."""
 
 
 @pytest.mark.parametrize("registry,alias", PAIRS)

@@ -20,9 +20,22 @@ def _finite(ck):
     return all(torch.isfinite(t).all() for t in load_file(ck / "model.safetensors").values())
 
 
-def test_a_diverging_recipe_fails_at_its_first_step_without_a_checkpoint(tiny_base, tmp_path, cli):
+def test_a_diverging_run_fails_at_its_first_step_without_a_checkpoint(tiny_base, tmp_path, cli, monkeypatch):
+    # the recipe that used to diverge (optim.weight_decay 1e300) is refused since issue 44 (bounds from the math:
+    # AdamW multiplies the weights by 1 - lr * weight_decay), so the update itself leaves a NaN here
+    res = cli("train", "grpo", "--out", str(tmp_path / "refused"), *sets(tiny_base, "optim.weight_decay=1e300"))
+    assert res.code == 2 and "optim.weight_decay" in res.stderr and not (tmp_path / "refused").exists()
+    step = torch.optim.AdamW.step
+
+    def poisoned(self, *a, **k):
+        out = step(self, *a, **k)
+        with torch.no_grad():
+            self.param_groups[0]["params"][0].view(-1)[0] = float("nan")
+        return out
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", poisoned)
     run = tmp_path / "run"
-    res = cli("train", "grpo", "--out", str(run), *sets(tiny_base, "optim.weight_decay=1e300"))
+    res = cli("train", "grpo", "--out", str(run), *sets(tiny_base))
     assert res.code == 1, res.stderr
     status = json.loads((run / "run.json").read_text())
     assert status["status"] == "failed" and status["error"].startswith("step 1: the weights became non-finite")

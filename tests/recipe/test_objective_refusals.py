@@ -24,8 +24,11 @@ REFUSED = [
     ("advantage:\n  scale: mean\nkl:\n  placement: reward\n", "(recipe)", "binary reward"),
     ("advantage:\n  scale: mean\n  passk:\n    method: pkpo\n    k: 2\n", "(recipe)", "passk"),
     ("loss:\n  objective:\n    type: cispo\n    eps_lo: 0.1\n", "loss.objective.eps_lo", "unknown field"),
-    ("loss:\n  objective:\n    type: sapo\n    tau_pos: 0\n", "loss.objective.tau_pos", "greater than 0"),
+    ("loss:\n  objective:\n    type: sapo\n    tau_pos: 0\n", "loss.objective.tau_pos", "greater than or equal to 0.000001"),
     ("loss:\n  objective:\n    type: dppo_kl\n    is_cap: 1.0\n", "loss.objective.is_cap", "greater than 1"),
+    ("loss:\n  objective:\n    type: dppo_tv\n    delta_low: 2\n", "loss.objective", "must be <= 1"),
+    ("loss:\n  objective:\n    type: cispo\n    eps_high: 1.0e+300\n", "loss.objective.eps_high", "less than or equal to 480000000"),
+    ("loss:\n  objective:\n    type: sapo\n    tau_neg: 1.0e-300\n", "loss.objective.tau_neg", "greater than or equal to 0.000001"),
     ("loss:\n  objective:\n    type: trpo\n", "loss.objective", "ppo_clip"),
 ]
 

@@ -187,11 +187,12 @@ def test_show_of_a_bad_recipe_exits_2_with_nothing_on_stdout(tmp_path, cli):
     assert res.code == 2 and res.stdout == ""
 
 
-def test_list_names_every_shipped_recipe(cli):
+def test_list_names_every_shipped_recipe_on_stdout(cli):
+    """The list is the command's data: a pipe gets it (issue 44), one unfolded line per recipe."""
     res = cli("recipes", "list")
-    assert res.code == 0
-    for name in ("grpo", "dr_grpo", "dapo", "gspo"):
-        assert name in res.stderr
+    assert res.code == 0 and "grpo" not in res.stderr
+    for name in ("grpo", "dr_grpo", "dapo", "gspo", "experiments/remedies/top_entropy"):
+        assert any(line.startswith(f"│ {name} ") for line in res.stdout.splitlines()), name
 
 
 def test_notes_say_when_clipping_cannot_act():

@@ -278,7 +278,7 @@ def test_dynamic_sampling_carries_on_with_an_empty_batch(tmp_path):
 
 
 def test_non_finite_updates_are_skipped_then_fail_the_run(tiny_base, tmp_path, monkeypatch, cli):
-    import rlvr_cli.train.objective as objective
+    import rlvr_cli.algo.policy_loss as objective  # ppo_clip's registry entry calls it from here
 
     real = objective.clipped_surrogate
 
