@@ -27,7 +27,7 @@ LAYERS = (
     ("algo",),
     ("run_files", "dist"),
     ("keyed_random", "console"),
-    ("io", "errors", "__init__"),
+    ("io", "errors", "processes", "__init__"),
     ("numerics",),
 )
 """docs/design.md §6, top first: a unit (a subpackage or a top-level module of rlvr_cli) imports only

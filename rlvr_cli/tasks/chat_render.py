@@ -31,6 +31,7 @@ import time
 from collections import OrderedDict
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.processes import kill_worker
 
 TIMEOUT_S = 10.0
 """Wall-clock limit of one render (a real template renders in well under a millisecond)."""
@@ -77,16 +78,7 @@ class _Worker:
         self.proc.stdin.flush()
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
-        self.proc.wait()
+        kill_worker(self.proc)
 
 
 _lock = threading.Lock()

@@ -20,31 +20,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 
-
-def _die_with_parent() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+from rlvr_cli.processes import die_with_parent, limit_address_space
 
 
-def _limit_memory(extra_mb: int) -> None:
-    """Address space: what this process has mapped now (the imports) plus ``extra_mb``."""
-    import resource
-
+def _mapped_bytes() -> int:
+    """What this process has mapped now (the imports): the base the memory limit is added to."""
     try:
         with open("/proc/self/statm") as f:
-            now = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError):
-        now = 1 << 30
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    want = now + extra_mb * (1 << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
+        return 1 << 30
 
 
 def _renderer():
@@ -88,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--memory-mb", type=int, default=0)
     args = parser.parse_args(argv)
-    _die_with_parent()
+    die_with_parent()
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)
 
@@ -98,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
 
     render = _renderer()
     if args.memory_mb:
-        _limit_memory(args.memory_mb)
+        limit_address_space(_mapped_bytes() + (args.memory_mb << 20))
     send({"ready": True})
     for line in sys.stdin:
         if line.strip():
