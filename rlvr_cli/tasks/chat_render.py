@@ -73,8 +73,8 @@ class _Worker:
             return None
         return msg if isinstance(msg, dict) else None
 
-    def send(self, request: dict) -> None:
-        self.proc.stdin.write(json.dumps(request, ensure_ascii=True).encode() + b"\n")
+    def send(self, request: str) -> None:
+        self.proc.stdin.write(request.encode() + b"\n")
         self.proc.stdin.flush()
 
     def kill(self) -> None:
@@ -111,7 +111,7 @@ def _exit(code: int | None) -> str:
     return f"exit status {code}"
 
 
-def _render(request: dict, source: str) -> str:
+def _render(request: str, source: str) -> str:
     global _worker
     if _worker is not None and _worker.owner != os.getpid():
         _worker = None  # a forked child: the parent's pipes are not ours to use
@@ -127,12 +127,12 @@ def _render(request: dict, source: str) -> str:
     if reply is None:
         timed_out = _worker.proc.poll() is None
         _worker.kill()
-        _worker_code = _worker.proc.returncode
+        code = _worker.proc.returncode
         _worker = None
         if timed_out:
             raise UserError(f"{source}: rendering the chat template took more than {TIMEOUT_S:g} s "
                             "(a loop that does not end?); fix or replace the template")
-        raise UserError(f"{source}: the chat-template renderer died ({_exit(_worker_code)}) while rendering, most "
+        raise UserError(f"{source}: the chat-template renderer died ({_exit(code)}) while rendering, most "
                         f"likely past its {MEMORY_MB} MiB memory limit; fix or replace the template")
     if "error" in reply:
         raise UserError(f"{source}: the chat template cannot be rendered: {reply['error']}")
@@ -147,15 +147,14 @@ def render_chat(tokenizer, messages: list[dict[str, str]]) -> str:
         template = tokenizer.get_chat_template()
     except ValueError as e:  # several named templates and no default
         raise UserError(f"{source}: {' '.join(str(e).split())[:300]}") from None
-    request = {"template": template, "messages": messages, "kwargs": dict(tokenizer.special_tokens_map),
-               "max_chars": MAX_CHARS}
-    key = json.dumps(request, sort_keys=True, default=str)
+    request = json.dumps({"template": template, "messages": messages, "kwargs": dict(tokenizer.special_tokens_map),
+                          "max_chars": MAX_CHARS}, sort_keys=True, default=str, ensure_ascii=True)  # one line
     with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-        text = _render(json.loads(json.dumps(request, default=str)), source)
-        _cache[key] = text
+        if request in _cache:
+            _cache.move_to_end(request)
+            return _cache[request]
+        text = _render(request, source)
+        _cache[request] = text
         if len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
     return text
