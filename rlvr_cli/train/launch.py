@@ -103,7 +103,7 @@ def launch_torchrun(argv: list[str], nproc: int) -> tuple[int, list[tuple[int, l
         found = rank_report.recorded(where)
         why = None if found["user"] else rank_report.failure_line(nproc, code, out.held.decode("utf-8", "replace"),
                                                                    found["failed"])
-        if why is None and not found["user"]:
+        if (why is None and not found["user"]) or os.environ.get("RLVR_DEBUG"):  # torchrun's own account
             sys.stderr.buffer.write(bytes(out.held))
             sys.stderr.buffer.flush()
         return code, found["user"], why

@@ -9,7 +9,7 @@ those is true and none is the answer. So under the launcher a rank records what 
 holds back torchrun's own log lines and report as they stream past, and when torchrun fails it prints
 one line: the failure of the rank torchrun names as the root cause, or, when that rank could say
 nothing (a signal), which rank was killed by what. torchrun's output comes out only when nothing else
-explains the failure.
+explains the failure (or with ``RLVR_DEBUG=1``).
 """
 
 from __future__ import annotations
