@@ -179,7 +179,7 @@ def rlvr_run(steps: int, beta: float, fixed: bool, seed: int, work: Path, model_
     """A fresh rlvr run of bench_config.GRPO_RECIPE; its step_time_s and gen_tokens per step."""
     import rlvr_cli.train.rl as rl
     from rlvr_cli.recipe.load import load_recipe
-    from rlvr_cli.train.rundir import RunDir
+    from rlvr_cli.train.run_writer import RunDir
 
     over = [f"model.name={model_dir}", f"task.path={data[0]}", f"task.eval_path={data[1]}", f"steps={steps}",
             f"seed={seed}", f"kl.beta={beta}", f"rollout.ignore_eos={str(fixed).lower()}", f"optim.micro_batches={micro}"]
@@ -291,7 +291,7 @@ def real_recipe(model: str, lora: bool, steps: int):
 def real_rlvr(model: str, lora: bool, steps: int, work: Path) -> dict:
     """rlvr's step on the preset: step seconds and where they go (sample / reference / update), per step."""
     import rlvr_cli.train.rl as rl
-    from rlvr_cli.train.rundir import RunDir
+    from rlvr_cli.train.run_writer import RunDir
 
     out = work / f"rlvr-{time.monotonic_ns()}"
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

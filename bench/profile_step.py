@@ -51,7 +51,7 @@ def run(recipe: str, steps: int, overrides: list[str], profile_from: int | None 
     import rlvr_cli.train.loop as loop
     import rlvr_cli.train.rl as rl
     from rlvr_cli.recipe.load import load_recipe
-    from rlvr_cli.train.rundir import RunDir
+    from rlvr_cli.train.run_writer import RunDir
 
     r = load_recipe(recipe, [f"steps={steps}", "eval.every=0", "eval.at_start=false", "checkpoint.every=0",
                              *overrides])

@@ -92,7 +92,7 @@ def provenance(model: str) -> str:
     """The model's weights fingerprint (as run.json's base_weights) and this checkout's code revision."""
     from rlvr_cli.evaluation.cache import weights_digest
     from rlvr_cli.models import load_model
-    from rlvr_cli.train.rundir import code_revision
+    from rlvr_cli.train.run_writer import code_revision
 
     net, _, _ = load_model(model)
     commit = code_revision()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 from collections.abc import Sequence
 
 import torch
@@ -78,9 +79,24 @@ def shutdown() -> None:
         tdist.destroy_process_group()
 
 
+_SOURCE_PREFIX = re.compile(r"^\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\]\s*")
+_BOILERPLATE = (". This is typically caused by", " This is typically caused by", ". Check the logs")
+
+
+def backend_message(e: BaseException) -> str:
+    """The first line of a gloo/nccl error without its C++ source location and its advice to read other
+    logs: ``Read error [127.0.0.1]:7851: Connection reset by peer``."""
+    first = str(e).splitlines()[0] if str(e) else ""
+    first = _SOURCE_PREFIX.sub("", first.strip())
+    for cut in _BOILERPLATE:
+        if cut in first:
+            first = first[:first.index(cut)]
+    return first[:300]
+
+
 def _collective_failed(name: str, e: BaseException) -> RunFailed:
     rank, size = world()
-    first = str(e).splitlines()[0][:300] if str(e) else ""
+    first = backend_message(e)
     return RunFailed(
         f"rank {rank} of {size}: the collective {name} failed ({type(e).__name__}: {first}); "
         "another rank died or did not answer within distributed.timeout_s; continue with --resume"

@@ -33,10 +33,10 @@ def atomic_write_json(path: str | Path, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-def atomic_write_jsonl(path: str | Path, rows) -> None:
+def atomic_write_jsonl(path: str | Path, records) -> None:
     """One JSON object per line, UTF-8. A lone surrogate (from a ``\\ud800`` escape in the input, which
     UTF-8 cannot encode) is written back as that same JSON escape, so every line reads back equal."""
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     atomic_write_bytes(path, text.encode("utf-8", "backslashreplace"))
 
 

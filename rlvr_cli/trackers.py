@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.errors import UserError
 from rlvr_cli.recipe.schema import TrackersSpec
 
@@ -129,7 +129,7 @@ SINKS = {"tensorboard": TensorBoardSink, "wandb": WandbSink, "trackio": TrackioS
 
 def _open(root: Path) -> list:
     try:
-        config = yaml.safe_load((root / rundir.RECIPE).read_text(encoding="utf-8")) or {}
+        config = yaml.safe_load((root / run_files.RECIPE).read_text(encoding="utf-8")) or {}
         spec = TrackersSpec.model_validate(config.get("trackers") or {})
     except Exception:  # noqa: BLE001 - no readable recipe: no sinks (metrics.jsonl is unaffected)
         return []

@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.console import console
 from rlvr_cli.errors import UserError
 from rlvr_cli.models.builtin import (
@@ -56,12 +56,12 @@ def _build(ref: str, recipe, target: Path) -> None:
     t0 = time.perf_counter()
     run_dir = train_sft(recipe, work / "run")
     seconds = time.perf_counter() - t0
-    final = rundir.checkpoint_path(run_dir, recipe.steps)
+    final = run_files.checkpoint_path(run_dir, recipe.steps)
     if not (final / "config.json").is_file():
         raise RuntimeError(f"warm start of {ref} left no final checkpoint in {final}")
     model_dir = work / "model"
     shutil.copytree(final, model_dir, ignore=shutil.ignore_patterns("trainer_state.pt"))
-    evals = rundir.eval_files(run_dir)
+    evals = run_files.eval_files(run_dir)
     last_eval = json.loads(evals[-1][1].read_text()) if evals else {}
     info = {
         "name": ref,

@@ -25,9 +25,9 @@ LAYERS = (
     ("tasks", "metrics"),
     ("recipe",),
     ("algo",),
-    ("rundir", "dist"),
+    ("run_files", "dist"),
     ("keyed_random", "console"),
-    ("io", "errors", "__init__"),
+    ("io", "errors", "processes", "__init__"),
     ("numerics",),
 )
 """docs/design.md §6, top first: a unit (a subpackage or a top-level module of rlvr_cli) imports only
@@ -158,9 +158,9 @@ def test_the_package_never_imports_tools_or_bench():
 
 
 def test_the_run_directory_contract_sits_below_every_reader():
-    """compare, evaluation, models, trackers and the trainer all import rlvr_cli/rundir.py: it imports
+    """compare, evaluation, models, trackers and the trainer all import rlvr_cli/run_files.py: it imports
     nothing of rlvr but the error type."""
-    assert GRAPH["rlvr_cli.rundir"] <= {"rlvr_cli.errors"}, GRAPH["rlvr_cli.rundir"]
+    assert GRAPH["rlvr_cli.run_files"] <= {"rlvr_cli.errors"}, GRAPH["rlvr_cli.run_files"]
 
 
 def test_resolving_an_unbuilt_warm_start_trains_nothing(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import pytest
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.recipe.schema import TrackersSpec
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 RUN = [
     "model.name=builtin:tiny-init", "steps=2", "rollout.prompts_per_step=2", "rollout.group_size=2",

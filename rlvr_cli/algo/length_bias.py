@@ -141,7 +141,7 @@ def conditional_verbosity(filler_words: Sequence[int], correct: Sequence[bool]) 
     The length is in filler words and conditioned on rambling at all, so it separates *how often* a
     model rambles from *how long*. None where a case has no response (or none that rambles). A base
     for the length-inflation experiment needs P(filler | wrong) well above P(filler | right): only a
-    length choice conditional on being wrong is favoured by GRPO's 1/|o| (README, length section).
+    length choice conditional on being wrong is favoured by GRPO's 1/|o| (docs/length.md).
     Example: fillers [0, 2, 4, 0], correct [1, 0, 0, 1] -> 1.0 / 0.0, lengths 3.0 / None.
     """
     if len(filler_words) != len(correct):

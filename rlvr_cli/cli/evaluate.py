@@ -142,9 +142,9 @@ def evaluate(
         task_changed = task is not None and getattr(t, "spec", None) != recipe.task
         out_dir = eval_dir(root, protocol_label(run_default, settings, t.name if task_changed else None))
         if out_dir == eval_dir(root, None):  # the trainer writes these very files: not while one holds the run
-            from rlvr_cli import rundir
+            from rlvr_cli import run_files
 
-            rundir.acquire(root, doing="evaluating it with the run's own protocol (or pass other settings, "
+            run_files.acquire(root, doing="evaluating it with the run's own protocol (or pass other settings, "
                                        "which write to eval/LABEL/)")
     else:
         targets, out_dir = [Target(model, None)], None

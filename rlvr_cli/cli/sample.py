@@ -83,7 +83,7 @@ def sample(
                 "seed": seed, "n": n, "split": split}
     options = SamplingOptions(max_new_tokens, tok.eos_token_id, tok.pad_token_id, temperature, top_p, top_k,
                               return_logprobs=False, autocast_dtype=autocast)
-    rows, tokens, t0 = [], 0, time.perf_counter()
+    records, tokens, t0 = [], 0, time.perf_counter()
     progress = Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
     with progress:
         bar = progress.add_task("sampling", total=len(flat))
@@ -92,7 +92,7 @@ def sample(
             res = generate(m, [encode_prompt(tok, t, p) for p, _ in chunk], options, generator=gen)
             tokens += res.gen_tokens
             for (p, j), ids, why in zip(chunk, res.response_ids, res.finish_reasons):
-                rows.append({
+                records.append({
                     "prompt_id": p.id, "prompt": p.prompt, "reference": p.reference,
                     "response": tok.decode(ids, skip_special_tokens=True), "num_tokens": len(ids),
                     "finish_reason": why, "sample_index": j, "task": t.name, "verifier": t.verifier,
@@ -100,11 +100,11 @@ def sample(
                 })
             progress.update(bar, advance=len(chunk))
     seconds = time.perf_counter() - t0
-    atomic_write_jsonl(out, rows)
+    atomic_write_jsonl(out, records)
     table = Table(title=f"rlvr sample -> {out}")
     for col in ("responses", "prompts", "tokens", "tokens/s", "truncated", "mean length"):
         table.add_column(col, justify="right")
-    trunc = sum(r["finish_reason"] == "length" for r in rows)
-    table.add_row(str(len(rows)), str(len(problems)), str(tokens), f"{tokens / max(seconds, 1e-9):.0f}",
-                  f"{trunc}", f"{sum(r['num_tokens'] for r in rows) / max(1, len(rows)):.1f}")
+    trunc = sum(r["finish_reason"] == "length" for r in records)
+    table.add_row(str(len(records)), str(len(problems)), str(tokens), f"{tokens / max(seconds, 1e-9):.0f}",
+                  f"{trunc}", f"{sum(r['num_tokens'] for r in records) / max(1, len(records)):.1f}")
     console.print(table)

@@ -62,14 +62,16 @@ def train(
                                 "(with a larger steps: train a finished run further; with a kl.ref_reset_every of N where the run "
                                 "had none: continue a run of at most N steps as the run with resets)."),
     seed: int | None = typer.Option(None, "--seed", help="Override the recipe's seed."),
-    nproc: int = typer.Option(1, "--nproc", min=1, max=MAX_NPROC, help="Processes to train on (starts torchrun; see README \"Scaling out\")."),
+    nproc: int = typer.Option(1, "--nproc", min=1, max=MAX_NPROC, help="Processes to train on (starts torchrun; see docs/runs.md \"Scaling out\")."),
 ) -> None:
     """Train with a recipe (RL or SFT); writes recipe.yaml, run.json, metrics.jsonl, eval/, checkpoints/.
 
     Example: rlvr train recipes/dr_grpo.yaml --set optim.lr=3e-4 --seed 1
     """
-    from rlvr_cli.errors import UserError
-    from rlvr_cli.train.launch import check_launch, record_rank_error, run_training
+    import sys
+
+    from rlvr_cli.errors import RunFailed, UserError
+    from rlvr_cli.train.launch import check_launch, record_rank_failure, run_training
 
     interruptible()
     from rlvr_cli.train.session import default_run_dir
@@ -85,8 +87,9 @@ def train(
         argv += (["--resume"] if resume else []) + (["--seed", str(seed)] if seed is not None else [])
         if not run_training(r, run_dir, resume, nproc, argv):
             return  # the launcher of N processes: rank 0 printed the closing table
-    except UserError as e:
-        record_rank_error(e)  # a rank under --nproc: its launcher exits 2 with these lines
+    except (UserError, RunFailed) as e:
+        if record_rank_failure(e):  # a rank under --nproc: its launcher says it, once for every rank
+            sys.exit(2 if isinstance(e, UserError) else 1)
         raise
     table = closing_table(run_dir)
     if table is not None:

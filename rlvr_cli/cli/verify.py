@@ -100,9 +100,9 @@ def verify(
     console.print(table)
 
     if out is not None:
-        rows = []
+        records = []
         for s, o in zip(samples, outcomes):
             if keep_set is None or o.outcome in keep_set:
-                rows.append({**s.record, "reward": o.reward, "outcome": o.outcome, "answer": o.answer, "detail": o.detail})
-        atomic_write_jsonl(out, rows)
-        console.print(f"wrote {len(rows)} lines to {out}", highlight=False)
+                records.append({**s.record, "reward": o.reward, "outcome": o.outcome, "answer": o.answer, "detail": o.detail})
+        atomic_write_jsonl(out, records)
+        console.print(f"wrote {len(records)} lines to {out}", highlight=False)

@@ -1,7 +1,7 @@
 """`rlvr compare`: side-by-side ablations from run directories, with seed bands and a diagnosis.
 
 Reads only what a run leaves on disk (docs/design.md §3: recipe.yaml, run.json, metrics.jsonl,
-eval/step_N.json; the names are :mod:`rlvr_cli.rundir`'s). ``run`` is a run as compared, ``load``
+eval/step_N.json; the names are :mod:`rlvr_cli.run_files`'s). ``run`` is a run as compared, ``load``
 reads rlvr's run directories robustly, ``foreign`` reads TRL and verl logs into the same ``Run``,
 ``variants`` groups seeds and labels variants by the recipe axes that differ, ``diagnose`` holds the
 three failure-mode rules, ``plot`` draws the figure, ``summary`` writes summary.json / summary.md,

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_cli import rundir
-from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames
+from rlvr_cli import run_files
+from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames, unreadable
 from rlvr_cli.compare.variants import nested_value
 
 TRL_METRICS = {
@@ -67,7 +67,7 @@ TRL_SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_pe
 def foreign_kind(path: Path) -> str | None:
     """``trl`` or ``verl`` when ``path`` is a TRL output directory or a verl JSONL log, else None."""
     if path.is_dir():
-        if rundir.is_run_dir(path):
+        if run_files.is_run_dir(path):
             return None
         if (path / "trainer_state.json").is_file() or any(path.glob("checkpoint-*/trainer_state.json")):
             return "trl"
@@ -84,18 +84,21 @@ def split_foreign(paths: list[str]) -> tuple[list[str], list[Run], list[Skipped]
     rest, runs, skipped = [], [], []
     for arg in paths:
         p = Path(arg)
-        kind = foreign_kind(p)
-        if kind == "verl" and p.name == rundir.METRICS and any((p.parent / m).exists() for m in rundir.RUN_MARKERS
-                                                               if m != rundir.METRICS):
-            rest.append(str(p.parent))  # an rlvr run's own log, named instead of its directory
-            continue
-        if kind is None:
-            rest.append(arg)
-            continue
+        kind = None
         try:
+            kind = foreign_kind(p)
+            if kind == "verl" and p.name == run_files.METRICS and any((p.parent / m).exists() for m in run_files.RUN_MARKERS
+                                                                   if m != run_files.METRICS):
+                rest.append(str(p.parent))  # an rlvr run's own log, named instead of its directory
+                continue
+            if kind is None:
+                rest.append(arg)
+                continue
             runs.append(load_trl(p) if kind == "trl" else load_verl(p))
         except RunUnreadable as e:
             skipped.append(Skipped(arg, f"{kind} log: {e}"))
+        except OSError as e:  # a directory or file the operating system will not let us read
+            skipped.append(Skipped(arg, (f"{kind} log: " if kind else "") + unreadable(e, arg)))
     return rest, runs, skipped
 
 
@@ -192,7 +195,12 @@ def _trl_state_file(path: Path) -> Path:
 
 
 def _trl_export(root: Path, warnings: list[str]) -> dict | None:
-    for f in sorted(root.glob("*.yaml")):
+    try:
+        found = sorted(root.glob("*.yaml"))
+    except OSError as e:
+        warnings.append(f"{root}: {unreadable(e)}; no rlvr export YAML read")
+        return None
+    for f in found:
         try:
             doc = load_yaml(f)
         except YAML_ERRORS as e:
@@ -281,13 +289,14 @@ def load_trl(path: Path) -> Run:
 def _verl_config(path: Path, warnings: list[str]) -> dict | None:
     for d in (path.parent, path.parent.parent):
         f = d / ".hydra" / "config.yaml"
-        if f.is_file():
-            try:
-                doc = load_yaml(f)
-            except YAML_ERRORS as e:
-                warnings.append(f"{f}: unreadable ({' '.join(str(e).split())[:120]}); variant unknown")
-                return None
-            return doc if isinstance(doc, dict) else None
+        try:
+            if not f.is_file():
+                continue
+            doc = load_yaml(f)
+        except YAML_ERRORS as e:
+            warnings.append(f"{f}: unreadable ({' '.join(str(e).split())[:120]}); variant unknown")
+            return None
+        return doc if isinstance(doc, dict) else None
     return None
 
 

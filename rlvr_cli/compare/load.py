@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.compare.foreign import split_foreign
-from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames
+from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames, unreadable
 from rlvr_cli.metrics import upgrade_row
 
 __all__ = ["Run", "RunUnreadable", "Skipped", "expand_run_dirs", "load_run", "load_runs"]
@@ -37,18 +37,21 @@ def expand_run_dirs(paths: list[str]) -> tuple[list[Path], list[Skipped]]:
 
     for arg in paths:
         p = Path(arg)
-        if not p.exists():
-            skipped.append(Skipped(arg, "does not exist"))
-        elif not p.is_dir():
-            skipped.append(Skipped(arg, "not a directory (expected a run directory)"))
-        elif rundir.is_run_dir(p):
-            add(p)
-        else:
-            children = sorted(c for c in p.iterdir() if rundir.is_run_dir(c))
-            if not children:
-                skipped.append(Skipped(arg, "not a run directory (no recipe.yaml, metrics.jsonl, run.json or checkpoints/)"))
-            for c in children:
-                add(c)
+        try:
+            if not p.exists():
+                skipped.append(Skipped(arg, "does not exist"))
+            elif not p.is_dir():
+                skipped.append(Skipped(arg, "not a directory (expected a run directory)"))
+            elif run_files.is_run_dir(p):
+                add(p)
+            else:
+                children = sorted(c for c in p.iterdir() if run_files.is_run_dir(c))
+                if not children:
+                    skipped.append(Skipped(arg, "not a run directory (no recipe.yaml, metrics.jsonl, run.json or checkpoints/)"))
+                for c in children:
+                    add(c)
+        except OSError as e:  # a directory the operating system will not let us list or enter
+            skipped.append(Skipped(arg, unreadable(e, arg)))
     return found, skipped
 
 
@@ -87,6 +90,8 @@ def load_runs(paths: list[str]) -> tuple[list[Run], list[Skipped]]:
             runs.append(load_run(d))
         except RunUnreadable as e:
             skipped.append(Skipped(str(d), str(e)))
+        except OSError as e:
+            skipped.append(Skipped(str(d), unreadable(e, d)))
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as e:  # a case the readers missed
             skipped.append(Skipped(str(d), f"unreadable: {type(e).__name__}: {_one_line(e)}"))
     return runs, skipped
@@ -94,7 +99,7 @@ def load_runs(paths: list[str]) -> tuple[list[Run], list[Skipped]]:
 
 # --- the files -------------------------------------------------------------------------------------
 def _read_recipe(path: Path) -> dict:
-    f = path / rundir.RECIPE
+    f = path / run_files.RECIPE
     if not f.is_file():
         raise RunUnreadable("recipe.yaml missing: cannot tell which variant the run is")
     try:
@@ -107,7 +112,7 @@ def _read_recipe(path: Path) -> dict:
 
 
 def _read_run_json(path: Path, warnings: list[str]) -> dict:
-    f = path / rundir.STATUS
+    f = path / run_files.STATUS
     if not f.is_file():
         warnings.append("run.json missing: status unknown")
         return {}
@@ -123,69 +128,22 @@ def _read_run_json(path: Path, warnings: list[str]) -> dict:
 
 
 def _read_metrics(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    f = path / rundir.METRICS
-    if not f.is_file():
+    """The run's metric rows by :func:`rlvr_cli.run_files.read_metrics` (the one rule: a damaged line is
+    skipped and named among the run's warnings), under today's metric names."""
+    if not (path / run_files.METRICS).is_file():
         raise RunUnreadable("metrics.jsonl missing: the run has not logged a step")
     try:
-        text = f.read_text(encoding="utf-8", errors="replace")
+        log = run_files.read_metrics(path)
     except OSError as e:
         raise RunUnreadable(f"metrics.jsonl unreadable: {_one_line(e)}") from None
-    lines = text.split("\n")
-    # A file that does not end in a newline has a last line still being written (or cut by a crash).
-    partial_last = lines.pop() if lines else ""
-    rows: dict[int, dict] = {}
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        row = _parse_metrics_line(line, lineno, warnings)
-        if row is not None:
-            if row["step"] in rows:
-                warnings.append(f"metrics.jsonl line {lineno}: step {row['step']} logged again; kept the later line")
-            rows[row["step"]] = row
-    if partial_last.strip():
-        try:
-            row = _json(partial_last)
-        except ValueError:
-            row = None
-        if isinstance(row, dict) and _as_step(row.get("step")) is not None:
-            rows[_as_step(row["step"])] = {**row, "step": _as_step(row["step"])}
-        else:
-            warnings.append(
-                f"metrics.jsonl line {len(lines) + 1}: incomplete last line (run in progress or cut short); ignored"
-            )
-    if not rows:
+    warnings.extend(log.problems)
+    if not log.rows:
         raise RunUnreadable("metrics.jsonl has no complete line: nothing logged yet")
-    return to_frames(rows)
-
-
-def _parse_metrics_line(line: str, lineno: int, warnings: list[str]) -> dict | None:
-    try:
-        row = _json(line)
-    except ValueError as e:
-        warnings.append(f"metrics.jsonl line {lineno}: not valid JSON ({getattr(e, 'msg', None) or _one_line(e)}); skipped")
-        return None
-    if not isinstance(row, dict):
-        warnings.append(f"metrics.jsonl line {lineno}: not a JSON object; skipped")
-        return None
-    step = _as_step(row.get("step"))
-    if step is None:
-        warnings.append(f"metrics.jsonl line {lineno}: no integer 'step'; skipped")
-        return None
-    return {**upgrade_row(row), "step": step}  # a run written under older metric names reads as today's
-
-
-def _as_step(v) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return None
+    return to_frames({r["step"]: upgrade_row(r) for r in log.rows})  # a run written under older names reads as today's
 
 
 def _read_evals(path: Path, warnings: list[str]) -> dict[int, dict]:
-    files = rundir.eval_files(path)
+    files = run_files.eval_files(path)
     if not files:
         warnings.append("no eval/step_N.json files: pass@k not available")
         return {}

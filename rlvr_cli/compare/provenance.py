@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.compare.run import Run
 
 CHUNK = 1 << 20
@@ -27,10 +27,10 @@ CHUNK = 1 << 20
 
 def run_provenance(run: Run) -> dict:
     """{"base_weights", "git_commit", "model"} of one run (module rule)."""
-    info = rundir.read_status(run.path)
+    info = run_files.read_status(run.path)
     weights = info.get("base_weights") if isinstance(info.get("base_weights"), str) else None
     if weights is None:
-        f = rundir.checkpoint_path(run.path, 0) / "model.safetensors"
+        f = run_files.checkpoint_path(run.path, 0) / "model.safetensors"
         if f.is_file():
             weights = "sha256:" + _sha256(f)
     if weights is None:

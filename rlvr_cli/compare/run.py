@@ -58,6 +58,14 @@ class Skipped:
     reason: str
 
 
+def unreadable(e: OSError, given: str | Path = "") -> str:
+    """A Skipped reason for a file or directory the operating system would not let us read (naming it
+    unless it is ``given``, the argument the reason is reported under)."""
+    name = getattr(e, "filename", None)
+    where = f" {name}" if name and str(name) != str(given) else ""
+    return f"cannot read{where}: {e.strerror or type(e).__name__}"
+
+
 def to_frames(rows: dict[int, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Metric rows by step -> (values, where a value was NaN or +-inf) as :attr:`Run.metrics` holds them."""
     steps = sorted(rows)

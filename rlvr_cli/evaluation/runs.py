@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.errors import UserError
 from rlvr_cli.evaluation.settings import EvalSettings
 
@@ -29,9 +29,9 @@ class Target:
 
 def run_root(path: Path) -> Path | None:
     """The run directory ``path`` is, or whose ``checkpoints/step_N`` it is; None otherwise."""
-    if rundir.is_run_dir(path):
+    if run_files.is_run_dir(path):
         return path
-    if path.parent.name == rundir.CHECKPOINTS_DIR and (path.parent.parent / rundir.RECIPE).is_file():
+    if path.parent.name == run_files.CHECKPOINTS_DIR and (path.parent.parent / run_files.RECIPE).is_file():
         return path.parent.parent
     return None
 
@@ -40,7 +40,7 @@ def load_run_recipe(root: Path):
     """The fully resolved recipe a run saved (its protocol, base model and task)."""
     from rlvr_cli.recipe.load import load_recipe
 
-    path = root / rundir.RECIPE
+    path = root / run_files.RECIPE
     if not path.is_file():
         raise UserError(f"{root}: run directory has no recipe.yaml, so its base model and eval settings are unknown")
     return load_recipe(path)
@@ -62,7 +62,7 @@ def select_steps(root: Path, base_model: str, steps: str | None) -> list[Target]
     `0` alone evaluates only the base model. Raises UserError naming ``--steps`` for a step without a
     checkpoint, a run without checkpoints, or text that is none of these.
     """
-    found = dict(rundir.list_checkpoints(root))
+    found = dict(run_files.list_checkpoints(root))
     text = (steps or "last").strip()
     if text in ("last", "all"):
         if not found:
@@ -90,7 +90,7 @@ def select_steps(root: Path, base_model: str, steps: str | None) -> list[Target]
 
 def eval_dir(root: Path, label: str | None) -> Path:
     """``RUN/eval`` for the run's own protocol, ``RUN/eval/LABEL`` for any other."""
-    return root / rundir.EVAL_DIR / label if label else root / rundir.EVAL_DIR
+    return root / run_files.EVAL_DIR / label if label else root / run_files.EVAL_DIR
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,16 @@ A MODEL is one of:
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from rlvr_cli.errors import UserError
+from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models.quiet import quiet_transformers  # noqa: F401 - also this package's name for it
-from rlvr_cli.rundir import STEP_DIR, is_run_dir, list_checkpoints  # noqa: F401 - list_checkpoints: also this module's name for it
+from rlvr_cli.run_files import STEP_DIR, is_run_dir, list_checkpoints  # noqa: F401 - list_checkpoints: also this module's name for it
 
 
 @dataclass
@@ -133,18 +134,32 @@ def load_tokenizer(path: str):
     return tok
 
 
-def load_model(ref: str, device: str | torch.device = "cpu", dtype: str = "auto"):
-    """Load (model, tokenizer, ResolvedModel) for a MODEL reference, in eval mode, on ``device``."""
+MAX_ADAPTER_CHAIN = 8
+"""LoRA checkpoints whose base is itself a LoRA checkpoint, at most this many deep."""
+
+
+def load_model(ref: str, device: str | torch.device = "cpu", dtype: str = "auto", _adapters: tuple[str, ...] = ()):
+    """Load (model, tokenizer, ResolvedModel) for a MODEL reference, in eval mode, on ``device``.
+
+    A LoRA checkpoint loads its base (``adapter_config.json``'s ``base_model_name_or_path``) first;
+    ``_adapters`` holds the checkpoints on the way there, so a base that leads back to one of them (a
+    checkpoint naming itself, or a cycle) is a UserError, not an endless recursion."""
     from transformers import AutoModelForCausalLM
 
     quiet_transformers()
     resolved = resolve_model_ref(ref)
     dev = device if isinstance(device, torch.device) else resolve_device(device)
     wdtype, _ = weights_and_autocast(dtype, dev)
-    from rlvr_cli.models.adapter import adapter_base, is_adapter_dir, merged
+    from rlvr_cli.models.adapter import ADAPTER_CONFIG, adapter_base, is_adapter_dir, merged
 
+    here = os.path.realpath(resolved.path)
+    if here in _adapters or len(_adapters) >= MAX_ADAPTER_CHAIN:
+        chain = " -> ".join([*_adapters, here])
+        why = "leads back to a checkpoint on the way" if here in _adapters else f"is more than {MAX_ADAPTER_CHAIN} adapters deep"
+        raise UserError(f"{Path(_adapters[-1]) / ADAPTER_CONFIG}: base_model_name_or_path {ref!r} {why} ({chain}); "
+                        "a LoRA checkpoint's base must be the model it was trained from")
     if is_adapter_dir(resolved.path):  # a LoRA run's checkpoint: its base with the adapter merged in
-        base, _, _ = load_model(adapter_base(resolved.path), dev, dtype)
+        base, _, _ = load_model(adapter_base(resolved.path), dev, dtype, (*_adapters, here))
         model = merged(base, resolved.path)
         model.eval()
         return model, load_tokenizer(resolved.path), resolved
@@ -154,6 +169,8 @@ def load_model(ref: str, device: str | torch.device = "cpu", dtype: str = "auto"
         model = AutoModelForCausalLM.from_pretrained(resolved.path, torch_dtype=wdtype)
     except OSError as e:
         raise UserError(f"{ref}: cannot load model from {resolved.path}: {e}") from None
+    except RunFailed:  # the run was stopped meanwhile (SIGTERM under torchrun): not the model's fault
+        raise
     except Exception as e:  # noqa: BLE001
         raise UserError(f"{ref}: cannot load model from {resolved.path}: {type(e).__name__}: {e}") from None
     tok = load_tokenizer(resolved.path)

@@ -50,10 +50,20 @@ class AdapterCheckpoint:
     def save_pretrained(self, path, **kwargs) -> None:
         for config in self.model.peft_config.values():
             config.base_model_name_or_path = self.base
-        self.model.save_pretrained(path, safe_serialization=True)
+        # said here, not left to peft's "auto": that reads the base's config.json from base_model_name_or_path,
+        # which for `builtin:tiny` or `smollm2-135m-instruct` is no path, so peft asks the Hub (and warns) on
+        # every checkpoint; rlvr never resizes the vocabulary, so the embeddings are saved only when adapted
+        self.model.save_pretrained(path, safe_serialization=True, save_embedding_layers=embeddings_adapted(self.model))
         self.model.get_base_model().config.save_pretrained(path)
         card = Path(path) / "README.md"  # peft's model card: not part of a checkpoint
         card.unlink(missing_ok=True)
+
+
+def embeddings_adapted(peft_model) -> bool:
+    """Whether any LoRA layer of ``peft_model`` wraps an embedding (then peft saves the embeddings)."""
+    import torch
+
+    return any(isinstance(getattr(m, "base_layer", None), torch.nn.Embedding) for m in peft_model.modules())
 
 
 def load_adapter_state(peft_model, path: str | Path) -> None:
@@ -79,7 +89,10 @@ def merged(base_model, path: str | Path):
         from peft import PeftModel
     except ImportError:
         raise UserError(f'{path}: a LoRA checkpoint needs the package peft: pip install -e ".[real]"') from None
+    from rlvr_cli.models.quiet import quiet_peft
+
     try:
-        return PeftModel.from_pretrained(base_model, str(path)).merge_and_unload()
+        with quiet_peft():
+            return PeftModel.from_pretrained(base_model, str(path)).merge_and_unload()
     except (OSError, ValueError, RuntimeError, KeyError) as e:
         raise UserError(f"{path}: cannot load the LoRA adapter: {type(e).__name__}: {e}") from None

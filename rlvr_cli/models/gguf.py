@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.models.gguf_header import GGUFHeader, GGUFHeaderError, read_header
 
 REAL_EXTRA = 'pip install -e ".[real]"'
 """How to install the optional dependencies of real (GGUF) models."""
@@ -89,23 +90,70 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()[:12]
 
 
-def gguf_architecture(path: Path) -> str:
-    """The file's ``general.architecture``; exit 2 naming the file when it is not a readable GGUF or
-    not an architecture ``transformers`` can load."""
-    from gguf import GGUFReader
+def gguf_architecture(path: Path) -> tuple[str, GGUFHeader]:
+    """The file's ``general.architecture`` and checked header (:mod:`.gguf_header`: every count and
+    length bounded by the file before anything is allocated); exit 2 naming the file when it is not a
+    readable GGUF or not an architecture ``transformers`` can load."""
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
     try:
-        field = GGUFReader(path).fields.get("general.architecture")
-        arch = field.contents() if field is not None else None
-    except Exception as e:  # noqa: BLE001 - any parse failure is a bad file
-        raise UserError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from None
-    if not isinstance(arch, str):
+        header = read_header(path)
+    except GGUFHeaderError as e:
+        raise UserError(f"{path}: not a readable GGUF file ({e})") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the GGUF file: {e.strerror or e}") from None
+    arch = header.architecture
+    if arch is None:
         raise UserError(f"{path}: GGUF file has no general.architecture")
     if arch not in GGUF_SUPPORTED_ARCHITECTURES:
         raise UserError(f"{path}: GGUF architecture {arch!r} is not supported by transformers "
                         f"(supported: {', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))})")
-    return arch
+    return arch, header
+
+
+def _check_size(path: Path, header: GGUFHeader) -> None:
+    """Refuse a file whose metadata describes a larger model than its tensors hold: ``transformers`` would
+    build the described model and fill what is missing with random weights (a 4 KB file with no tensor
+    and a hidden size of 2048 became a 5 GB random model). Counted on the meta device: nothing allocated."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+        with torch.device("meta"):
+            probe = AutoModelForCausalLM.from_config(config)
+    except Exception as e:  # noqa: BLE001 - transformers' reasons, named with the file
+        raise UserError(f"{path}: cannot build the model its GGUF metadata describes: {type(e).__name__}: {e}") from None
+    needed = sum(p.numel() for p in probe.parameters())
+    if needed > header.elements:
+        raise UserError(f"{path}: its metadata describes a model of {needed:,} parameters, but its {header.tensors} "
+                        f"tensor(s) hold {header.elements:,} weights (tensors missing or metadata wrong)")
+
+
+def _rebuilt(path: Path, loaded):
+    """``loaded`` (the GGUF-loaded model) rebuilt from its config without the quantisation marker, with
+    identical logits on a probe; UserError naming the file when its tensors do not fill the model."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    with torch.random.fork_rng(devices=[]):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    tied = {k for k in missing if k.endswith("lm_head.weight")} if config.tie_word_embeddings else set()
+    if set(missing) - tied or unexpected:
+        raise UserError(f"{path}: the GGUF's tensors do not fill its model (missing {sorted(missing)[:5]}, "
+                        f"unexpected {sorted(unexpected)[:5]})")
+    model.tie_weights()
+    loaded.eval()
+    model.eval()
+    probe = torch.arange(min(16, config.vocab_size)).unsqueeze(0)
+    with torch.no_grad():
+        if not torch.equal(loaded(probe).logits, model(probe).logits):
+            raise UserError(f"{path}: the model rebuilt from the GGUF gives other logits than the GGUF-loaded one")
+    return model
 
 
 def convert_gguf(path: Path, out: Path) -> dict:
@@ -125,28 +173,15 @@ def convert_gguf(path: Path, out: Path) -> dict:
     try:
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        model = _rebuilt(path, loaded)
+    except UserError:
+        raise
     except Exception as e:  # noqa: BLE001 - transformers' reasons, named with the file
         raise UserError(f"{path}: cannot load GGUF file: {type(e).__name__}: {e}") from None
-    config = loaded.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    with torch.random.fork_rng(devices=[]):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
-    tied = {k for k in missing if k.endswith("lm_head.weight")} if config.tie_word_embeddings else set()
-    if set(missing) - tied or unexpected:
-        raise RuntimeError(f"{path}: rebuilt model does not match the GGUF's tensors (missing {missing}, unexpected {unexpected})")
-    model.tie_weights()
-    loaded.eval()
-    model.eval()
-    probe = torch.arange(min(16, config.vocab_size)).unsqueeze(0)
-    with torch.no_grad():
-        if not torch.equal(loaded(probe).logits, model(probe).logits):
-            raise RuntimeError(f"{path}: the rebuilt model's logits differ from the GGUF-loaded model's")
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
     n_params = sum(p.numel() for p in model.parameters())
-    return {"source": str(path), "architecture": config.model_type, "parameters": n_params,
+    return {"source": str(path), "architecture": model.config.model_type, "parameters": n_params,
             "chat_template": bool(getattr(tok, "chat_template", None))}
 
 
@@ -154,14 +189,25 @@ def gguf_model_dir(path: Path) -> Path:
     """The cached Hugging Face folder of a GGUF file, converted on first use."""
     from rlvr_cli.models.builtin import _locked, cache_root
 
-    path = Path(path).expanduser().resolve()
+    given = path
+    try:
+        path = Path(path).expanduser().resolve(strict=True)
+    except FileNotFoundError:
+        raise UserError(f"{given}: no such GGUF file") from None
+    except (OSError, RuntimeError) as e:  # a symbolic-link loop (RuntimeError before Python 3.13), no permission
+        raise UserError(f"{given}: cannot resolve the GGUF file's path ({getattr(e, 'strerror', None) or e})") from None
     if not path.is_file():
-        raise UserError(f"{path}: no such GGUF file")
-    target = cache_root() / "gguf" / f"{path.stem}-{file_hash(path)}"
+        raise UserError(f"{path}: not a regular file (a GGUF model must be a file)")
+    try:
+        digest = file_hash(path)
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the GGUF file: {e.strerror or e}") from None
+    target = cache_root() / "gguf" / f"{path.stem}-{digest}"
     if (target / "built.json").is_file():
         return target
     _require_gguf(str(path))
-    gguf_architecture(path)
+    _, header = gguf_architecture(path)
+    _check_size(path, header)
     with _locked(cache_root() / "gguf" / f".{target.name}.lock"):
         if (target / "built.json").is_file():
             return target

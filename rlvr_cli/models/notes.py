@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.models.builtin import is_builtin_model
 from rlvr_cli.models import precision
 from rlvr_cli.recipe.schema import Recipe
@@ -26,12 +26,12 @@ def starts_from_builtin(ref: str, hops: int = 4) -> bool:
     if is_builtin_model(ref):
         return True
     path = Path(ref).expanduser()
-    if rundir.STEP_DIR.match(path.name) and path.parent.name == rundir.CHECKPOINTS_DIR:
+    if run_files.STEP_DIR.match(path.name) and path.parent.name == run_files.CHECKPOINTS_DIR:
         path = path.parent.parent
-    if hops <= 0 or not rundir.is_run_dir(path):
+    if hops <= 0 or not run_files.is_run_dir(path):
         return False
     try:
-        name = (yaml.safe_load((path / rundir.RECIPE).read_text()) or {}).get("model", {}).get("name")
+        name = (yaml.safe_load((path / run_files.RECIPE).read_text()) or {}).get("model", {}).get("name")
     except (OSError, yaml.YAMLError, AttributeError):
         return False
     return isinstance(name, str) and starts_from_builtin(name, hops - 1)

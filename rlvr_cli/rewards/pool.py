@@ -29,6 +29,7 @@ import weakref
 from collections import deque
 from dataclasses import dataclass, field
 
+from rlvr_cli.processes import kill_worker
 from rlvr_cli.rewards import outcome as oc
 from rlvr_cli.rewards.outcome import Outcome
 from rlvr_cli.rewards.registry import get_verifier
@@ -93,16 +94,7 @@ class _Worker:
     def kill(self) -> None:
         if self.sandbox is not None:
             kill_sandbox(*self.sandbox)
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
-        self.proc.wait()
+        kill_worker(self.proc)
 
     def describe_exit(self) -> str:
         try:

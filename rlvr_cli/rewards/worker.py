@@ -19,25 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 
-
-def _die_with_parent() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _limit_memory(mb: int) -> None:
-    import resource
-
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    # only the soft limit: a sandboxed program started from here sets its own, possibly higher, limit
-    resource.setrlimit(resource.RLIMIT_AS, (mb * 1024 * 1024, hard))
+from rlvr_cli.processes import die_with_parent, limit_address_space
 
 
 def _answer(req: dict, send) -> dict:
@@ -72,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--code-options", default="{}")
     parser.add_argument("--functions", default="[]", help="JSON list of user reward functions to import at start")
     args = parser.parse_args(argv)
-    _die_with_parent()
+    die_with_parent()
     proto = os.fdopen(os.dup(1), "w", encoding="ascii", buffering=1)
     os.dup2(2, 1)
 
@@ -81,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         proto.flush()
 
     if args.memory_mb:
-        _limit_memory(args.memory_mb)
+        limit_address_space(args.memory_mb << 20)  # a sandboxed program sets its own, possibly higher
     for name in filter(None, args.preload.split(",")):
         if name == "math":
             from rlvr_cli.rewards import math_answer

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import NamedTuple
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.sweep.spec import PlannedRun
 
@@ -89,7 +89,7 @@ def copy_command(start: Start, dst: Path) -> str:
 
     cmd = f"cp -r {shlex.quote(display_path(start.src))} {shlex.quote(display_path(dst))}"
     if start.later:
-        cmd += " && rm -r " + " ".join(shlex.quote(display_path(dst / rundir.CHECKPOINTS_DIR / c)) for c in start.later)
+        cmd += " && rm -r " + " ".join(shlex.quote(display_path(dst / run_files.CHECKPOINTS_DIR / c)) for c in start.later)
     return cmd
 
 
@@ -100,16 +100,16 @@ def copy_run(src: Path, dst: Path, at: int | None = None) -> None:
     tmp = dst.parent / f".tmp-{dst.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    ckpts = src / rundir.CHECKPOINTS_DIR
+    ckpts = src / run_files.CHECKPOINTS_DIR
 
     def later(d: str, names: list[str]) -> list[str]:
-        drop = [rundir.LOCK_NAME]
+        drop = [run_files.LOCK_NAME]
         if at is not None and Path(d) == ckpts:
             drop += [n for n in names if n.startswith("step_") and n[5:].isdigit() and int(n[5:]) > at]
         return drop
 
     shutil.copytree(src, tmp, ignore=later)
-    status = json.loads((tmp / rundir.STATUS).read_text(encoding="utf-8"))
-    (tmp / rundir.STATUS).write_text(json.dumps({**status, "status": COPIED, "copied_from": str(src),
+    status = json.loads((tmp / run_files.STATUS).read_text(encoding="utf-8"))
+    (tmp / run_files.STATUS).write_text(json.dumps({**status, "status": COPIED, "copied_from": str(src),
                                                  "copied_at_step": at}, indent=2), encoding="utf-8")
     os.rename(tmp, dst)

@@ -2,7 +2,7 @@
 
 Two sweeps on one ``--out`` would start the same runs (the second failing on the first's run locks) and
 write one sweep.json over the other: the second refuses at once (exit 2), naming the first one's pid.
-As with a run directory's lock (:mod:`rlvr_cli.rundir`), the kernel drops a ``flock`` when its last
+As with a run directory's lock (:mod:`rlvr_cli.run_files`), the kernel drops a ``flock`` when its last
 holder exits, however it ends, so no lock outlives its sweep. The sweep's watcher (:mod:`.watch`) holds
 it too: after a kill -9 of the sweep the lock stays held until the watcher has stopped the runs, and a
 sweep started meanwhile waits for that (up to ``WAIT_S``) rather than start runs whose directories are

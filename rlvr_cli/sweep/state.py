@@ -15,7 +15,6 @@ file there, a directory of other files and no run, a link or special file among 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.errors import UserError
 from rlvr_cli.sweep.spec import Plan, PlannedRun
 
@@ -48,45 +47,23 @@ class OnDisk:
 
 
 def read_run(run_dir: Path, with_recipe: bool = True) -> OnDisk:
-    """Read the trainer's run-directory files through :mod:`rlvr_cli.rundir` (the contract that names
+    """Read the trainer's run-directory files through :mod:`rlvr_cli.run_files` (the contract that names
     them): status, last logged step and saved recipe. A damaged file reads as absent; an unreadable
     saved recipe reads as ``{}`` (a run is there, its recipe unknown)."""
-    status = rundir.read_status(run_dir)
+    status = run_files.read_status(run_dir)
     recipe = None
-    if with_recipe and (run_dir / rundir.RECIPE).is_file():
+    if with_recipe and (run_dir / run_files.RECIPE).is_file():
         try:
-            recipe = yaml.safe_load((run_dir / rundir.RECIPE).read_text(encoding="utf-8"))
+            recipe = yaml.safe_load((run_dir / run_files.RECIPE).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             recipe = {}
         recipe = recipe if isinstance(recipe, dict) else {}
     error = status.get("error")
-    row = _last_row(run_dir / rundir.METRICS)
+    row = run_files.last_metrics_row(run_dir)
     reward = row.get("reward_mean")
     finite = isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward)
     return OnDisk(status.get("status"), row.get("step", 0), recipe, error if isinstance(error, str) else None,
                   float(reward) if finite else None)
-
-
-def _last_row(path: Path) -> dict:
-    """metrics.jsonl's last complete line with an integer step, read from the file's tail (the file
-    grows); {} when there is none."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - 65536))
-            tail = f.read()
-    except OSError:
-        return {}
-    for line in reversed(tail.split(b"\n")[1 if size > 65536 else 0:]):
-        try:
-            row = json.loads(line)
-            step = row.get("step")
-        except (ValueError, AttributeError, RecursionError):
-            continue
-        if isinstance(step, int) and not isinstance(step, bool):
-            return row
-    return {}
 
 
 def _differences(saved, new, prefix: str = "") -> list[str]:
@@ -132,7 +109,7 @@ def plan_states(plan: Plan) -> dict[str, str]:
             continue
         state, diffs = run_state(run, read_run(run.dir))
         if state == "new" and _other_files(run.dir):
-            problems.append(f"{plan.where(run.arm)}: {run.dir} holds files but no run (no {rundir.RECIPE}), and "
+            problems.append(f"{plan.where(run.arm)}: {run.dir} holds files but no run (no {run_files.RECIPE}), and "
                             "`rlvr train` does not write into it; move them away, or choose another --out")
         if state == "conflict":
             shown = "; ".join(diffs[:3]) + (f"; and {len(diffs) - 3} more" if len(diffs) > 3 else "")
@@ -147,7 +124,7 @@ def plan_states(plan: Plan) -> dict[str, str]:
 def _other_files(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds anything but the run lock (an unreadable directory counts as holding some)."""
     try:
-        return any(p.name != rundir.LOCK_NAME for p in run_dir.iterdir())
+        return any(p.name != run_files.LOCK_NAME for p in run_dir.iterdir())
     except FileNotFoundError:
         return False
     except OSError:
@@ -158,7 +135,7 @@ def _unusable(run_dir: Path) -> str | None:
     """Why ``run_dir`` cannot hold the run (read before it is: a FIFO there would block the reading)."""
     if not os.path.lexists(run_dir) or run_dir.is_dir():
         try:
-            rundir.check_run_files(run_dir)
+            run_files.check_run_files(run_dir)
         except UserError as e:
             return e.problems[0]
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.tasks.base import Problem, Task, TraceTask, data_fingerprint, stable_hash
+from rlvr_cli.tasks.chat_render import render_chat
 
 BUILTIN_TASKS = ("arithmetic", "countdown", "answer_check")
 """Tasks that need no data file: `--task NAME` and a recipe's `task: {name: NAME}` both accept them."""
@@ -68,16 +69,16 @@ def chat_messages(spec, problem: Problem) -> list[dict[str, str]]:
 def encode_prompt(tokenizer, task: Task, problem: Problem) -> list[int]:
     """Token ids of a prompt, through the tokenizer's chat template when the task asks for it.
 
-    A chat prompt is rendered to text by the template and then tokenized without adding special
-    tokens (the template writes the ones the model expects): the same ids whichever container
-    ``apply_chat_template`` returns (a list in transformers 4, a ``BatchEncoding`` in 5).
+    A chat prompt is rendered to text by the template (in a worker with a time and a memory limit:
+    :mod:`rlvr_cli.tasks.chat_render`) and then tokenized without adding special tokens (the template
+    writes the ones the model expects).
     """
     spec = getattr(task, "spec", None)
     if getattr(spec, "chat_template", False):
         if not getattr(tokenizer, "chat_template", None):
             raise UserError("task.chat_template: true, but the model's tokenizer has no chat template "
                             "(set chat_template: false and write the whole prompt in prompt_template)")
-        text = tokenizer.apply_chat_template(chat_messages(spec, problem), add_generation_prompt=True, tokenize=False)
+        text = render_chat(tokenizer, chat_messages(spec, problem))  # a time- and memory-limited process
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])
     return list(tokenizer(problem.prompt, add_special_tokens=True)["input_ids"])
 

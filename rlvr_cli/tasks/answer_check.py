@@ -9,7 +9,7 @@ compares, then may ramble before EOS:
     ####632
     12,13,6=632?ok                                       (check: terse)
 
-Why this shape (README, length section): GRPO's 1/|o| favours longer filler only in a state where the
+Why this shape (docs/length.md): GRPO's 1/|o| favours longer filler only in a state where the
 policy can tell it is probably wrong, and only while such states keep being visited. Here the answer
 comes before any work, so a wrong answer is a limit of the model's skill (it must add in one go),
 not a marked guess it can stop making; and the check after it is the easy column work, so the model

@@ -24,7 +24,7 @@ from rlvr_cli.evaluation.cache import package_source_digest
 from rlvr_cli.numerics import numerics_kind
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.tasks import data_fingerprint
-from rlvr_cli.train.rundir import code_revision
+from rlvr_cli.train.run_writer import code_revision
 
 CONDITIONS = ("task_data", "recipe", "code", "torch", "numerics", "threads", "device")
 """The fields a resumed run compares with its original (the base weights are the start's, fixed)."""

@@ -17,11 +17,12 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from rlvr_cli import dist
+from rlvr_cli.train import rank_report
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.recipe.schema import Recipe
-from rlvr_cli.rundir import acquire as acquire_lock, release as release_lock
+from rlvr_cli.run_files import acquire as acquire_lock, release as release_lock
 from rlvr_cli.train.parallel import check_settings
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 
 def check_launch(recipe: Recipe, nproc: int) -> None:
@@ -43,14 +44,14 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool, nproc: int, argv: 
     check_trackers(recipe.trackers)  # a missing tracker package is exit 2 before any work
     if nproc > 1:
         check_start(recipe, run_dir, resume)  # nothing written: rank 0 of the launched processes creates and locks
-        code, rank_errors = launch_torchrun(argv, nproc)
+        code, rank_errors, why = launch_torchrun(argv, nproc)
         if code:
             record_lost_rank0(run_dir, nproc, code)
             if rank_errors:  # a rank's bad input: exit 2 with its own lines, not torchrun's traceback
                 rank, problems = rank_errors[0]
                 raise UserError([f"rank {rank}: {line}" for line in problems])
-            raise RunFailed(f"{nproc} processes under torchrun: exit status {code} (see the ranks' messages above); "
-                            "continue with --resume")
+            raise RunFailed(why or f"{nproc} processes under torchrun: exit status {code} (see the output above); "
+                                   "continue with --resume")
         return False  # rank 0 printed the closing summary
     # checked before anything is written, locked while it runs; under torchrun by rank 0, the rank that writes
     first = int(os.environ.get("RANK", "0")) == 0
@@ -68,44 +69,22 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool, nproc: int, argv: 
     return main  # under torchrun only rank 0 prints the closing summary
 
 
-RANK_ERRORS_ENV = "RLVR_RANK_ERRORS"
-"""Directory (made by the launcher, mode 0700) where a rank under ``--nproc`` leaves its ``UserError``."""
-
-_TRACEBACK = b"Traceback (most recent call last)"
-
-
-def record_rank_error(error: UserError) -> None:
-    """Under ``--nproc``: leave this rank's ``UserError`` for the launcher (a no-op elsewhere)."""
-    where = os.environ.get(RANK_ERRORS_ENV)
-    if not where or not dist.launched_by_torchrun():
-        return
-    from rlvr_cli.io import atomic_write_json
-
+def record_rank_failure(error: UserError | RunFailed) -> bool:
+    """Under ``--nproc``: leave what stopped this rank for the launcher, which says it once for every
+    rank (:mod:`rlvr_cli.train.rank_report`); True when recorded (the rank then exits without printing it)."""
+    if not dist.launched_by_torchrun():
+        return False
     rank = int(os.environ.get("RANK", "0"))
-    try:
-        atomic_write_json(Path(where) / f"rank{rank}.json", {"rank": rank, "problems": error.problems})
-    except OSError:
-        pass  # the launcher then reports torchrun's failure as before
+    if isinstance(error, UserError):
+        return rank_report.record("user", rank, error.problems)
+    return rank_report.record("failed", rank, [str(error)])
 
 
-def _rank_errors(where: Path) -> list[tuple[int, list[str]]]:
-    """The ranks' recorded ``UserError`` lines, lowest rank first."""
-    import json
-
-    found = []
-    for f in where.glob("rank*.json"):
-        try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-            found.append((int(data["rank"]), [str(x) for x in data["problems"]]))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return sorted(found)
-
-
-def launch_torchrun(argv: list[str], nproc: int) -> tuple[int, list[tuple[int, list[str]]]]:
+def launch_torchrun(argv: list[str], nproc: int) -> tuple[int, list[tuple[int, list[str]]], str | None]:
     """Run ``rlvr`` with ``argv`` on ``nproc`` processes of this machine under torchrun; returns its exit
-    status and the ranks' ``UserError`` lines. stderr is passed through as it comes, except torchrun's
-    own failure report (from its first ``Traceback``), held back and shown only when no rank said why."""
+    status, the ranks' ``UserError`` lines and, when it failed otherwise, the one line that says why. The
+    ranks' output passes through as it comes; torchrun's own log lines and failure report are held back
+    and shown only when neither a rank nor the report says why."""
     import shutil
     import tempfile
 
@@ -113,28 +92,21 @@ def launch_torchrun(argv: list[str], nproc: int) -> tuple[int, list[tuple[int, l
            "-m", "rlvr_cli", *argv]
     where = Path(tempfile.mkdtemp(prefix="rlvr-rank-errors-"))
     try:
-        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env={**os.environ, RANK_ERRORS_ENV: str(where)})
-        held, tail, out = bytearray(), b"", sys.stderr.buffer
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env={**os.environ, rank_report.RANK_ERRORS_ENV: str(where)})
+        out = rank_report.HeldOutput(sys.stderr.buffer)
         while chunk := os.read(proc.stderr.fileno(), 65536):
-            if held:
-                held += chunk
-                continue
-            seen = tail + chunk
-            at = seen.find(_TRACEBACK)
-            if at < 0:
-                out.write(chunk)
-                out.flush()
-                tail = seen[-len(_TRACEBACK):]
-                continue
-            cut = max(0, at - len(tail))
-            out.write(chunk[:cut])
-            held += chunk[cut:]
+            out.feed(chunk)
+        out.close()
         code = proc.wait()
-        errors = _rank_errors(where) if code else []
-        if held and not errors:
-            out.write(bytes(held))
-        out.flush()
-        return code, errors
+        if not code:
+            return 0, [], None
+        found = rank_report.recorded(where)
+        why = None if found["user"] else rank_report.failure_line(nproc, code, out.held.decode("utf-8", "replace"),
+                                                                   found["failed"])
+        if (why is None and not found["user"]) or os.environ.get("RLVR_DEBUG"):  # torchrun's own account
+            sys.stderr.buffer.write(bytes(out.held))
+            sys.stderr.buffer.flush()
+        return code, found["user"], why
     finally:
         shutil.rmtree(where, ignore_errors=True)
 

@@ -3,8 +3,10 @@
 A recipe that validates can still be unusable here: ``--out`` is a file or cannot be created, the
 device is absent, ``--resume`` names no run. Those are found before anything is written. What can
 only fail while starting (a model that does not load) is undone instead: a run directory this start
-created and that holds no step yet is removed, and a resumed one whose start failed says so in
-``run.json`` rather than staying ``running``. A full disk, wherever it strikes, ends the run as
+created and that holds no step yet is removed. A resumed run records its resume only at its first
+write, so a resume refused before it starts (a model, a task, a damaged checkpoint) leaves the run
+byte for byte as it was; one that failed after it had written says so in ``run.json`` rather than
+staying ``running``. A full disk, wherever it strikes, ends the run as
 ``failed`` with a message naming the disk (exit 1), not an internal error.
 """
 
@@ -17,8 +19,8 @@ from pathlib import Path
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.models import resolve_device
 from rlvr_cli.recipe.schema import Recipe
-from rlvr_cli.rundir import acquire as acquire_lock, release as release_lock, RECIPE, CHECKPOINTS_DIR
-from rlvr_cli.train.rundir import RunDir, disk_full, disk_full_message
+from rlvr_cli.run_files import acquire as acquire_lock, release as release_lock, RECIPE, CHECKPOINTS_DIR, STATUS
+from rlvr_cli.train.run_writer import RunDir, disk_full, disk_full_message
 
 
 def check_start(recipe: Recipe, run_dir: Path, resume: bool) -> None:
@@ -42,6 +44,13 @@ def _started(run: RunDir) -> bool:
     return bool(run.read_metrics()) or (run.root / CHECKPOINTS_DIR).is_dir() or run.read_status().get("status") not in (None, "running")
 
 
+def _status_bytes(run_dir: Path) -> bytes | None:
+    try:
+        return (run_dir / STATUS).read_bytes()
+    except OSError:
+        return None
+
+
 def _missing_ancestors(path: Path) -> list[Path]:
     """The parents of ``path`` that do not exist yet, innermost first."""
     out = []
@@ -61,12 +70,13 @@ def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
     before = set() if created else {p.name for p in run_dir.iterdir()}
     made = _missing_ancestors(run_dir)  # the parents `--out a/b/run` will create, to remove on a failed start
     try:
-        acquire_lock(run_dir)
+        acquire_lock(run_dir, record_pid=not resume)  # a resume records its pid at its first write
     except UserError:
         if created and run_dir.is_dir() and not any(run_dir.iterdir()):
             run_dir.rmdir()  # a directory made for a lock we did not get (another process made it first: not empty)
         raise
     run = RunDir(run_dir)
+    status_before = _status_bytes(run_dir)
     try:
         try:
             yield run
@@ -92,7 +102,9 @@ def starting_run(recipe: Recipe, run_dir: str | Path, resume: bool):
                 for name in {p.name for p in run_dir.iterdir()} - before:
                     path = run_dir / name
                     shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-        elif run.read_status().get("status") == "running":
+        elif run.read_status().get("status") == "running" and _status_bytes(run_dir) != status_before:
+            # this start wrote `running` (a resume records itself only once it starts writing: one
+            # refused before then leaves the run as it was, and is not marked failed here either)
             reason = "; ".join(e.problems) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"
             run.write_status("failed", error=f"the run could not start: {reason}")
         raise

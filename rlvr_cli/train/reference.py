@@ -21,12 +21,23 @@ def add_lora(model, spec):
         from peft import LoraConfig, get_peft_model
     except ImportError:
         raise UserError('model.lora needs the package peft: pip install -e ".[real]" (or pip install peft)') from None
+    from rlvr_cli.models.quiet import quiet_peft
+
     config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout, bias="none",
-                        target_modules=spec.target_modules, task_type="CAUSAL_LM")
+                        target_modules=spec.target_modules, task_type="CAUSAL_LM", fan_in_fan_out=_conv1d(model))
     try:
-        return get_peft_model(model, config)
+        with quiet_peft():
+            return get_peft_model(model, config)
     except ValueError as e:  # peft: "Target modules {...} not found in the base model"
         raise UserError(f"model.lora.target_modules {spec.target_modules!r}: {e}") from None
+
+
+def _conv1d(model) -> bool:
+    """Whether the model's linear layers are GPT-2's Conv1D (weights stored transposed: peft's
+    ``fan_in_fan_out``, which it would otherwise set itself with a warning)."""
+    from transformers.pytorch_utils import Conv1D
+
+    return any(isinstance(m, Conv1D) for m in model.modules())
 
 
 def is_lora(model) -> bool:

@@ -21,11 +21,11 @@ from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train.optim import build_optimizer, build_scheduler
-from rlvr_cli.rundir import acquire as acquire_lock, RECIPE
+from rlvr_cli.run_files import acquire as acquire_lock, RECIPE
 from rlvr_cli.train import parallel
 from rlvr_cli.models.adapter import AdapterCheckpoint
 from rlvr_cli.train.reference import is_lora, with_adapter
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 
 def default_run_dir(recipe: Recipe, seed_override: int | None = None) -> Path:
@@ -286,8 +286,8 @@ def open_session(
     run = RunDir(out, writer=dist.is_main())
     if resume and not (run.root / RECIPE).is_file():
         raise UserError(f"{run.root}: no run to resume (no recipe.yaml there); drop --resume to start a new run")
-    if dist.is_main():  # one lock per run: the rank that writes holds it (see rlvr_cli/rundir.py)
-        acquire_lock(run.root, owner=run)
+    if dist.is_main():  # one lock per run: the rank that writes holds it (see rlvr_cli/run_files.py)
+        acquire_lock(run.root, owner=run, record_pid=not resume)
     recipe_yaml = dump_recipe(recipe)
     resumed = _resumed(run, recipe, resume)
     ckpt = resumed.ckpt if resumed else None
@@ -307,8 +307,8 @@ def open_session(
     train_model = parallel.wrap_model(model, recipe.distributed, device)  # a bad setting fails before any write
 
     dist.barrier()  # every rank has looked and loaded before rank 0 writes
-    if resumed:
-        _record_resume(run, recipe, resumed, recipe_yaml)
+    if resumed:  # recorded at the run's first write: a start refused before it leaves the run as it was
+        run.defer(lambda: _record_resume(run, recipe, resumed, recipe_yaml))
     else:
         run.create(recipe_yaml, {"seed": recipe.seed, "name": recipe.name, **(info or {}), **parallel.run_info(recipe)})
     dist.barrier()
@@ -318,13 +318,39 @@ def open_session(
     session = Session(recipe, run, device, autocast_dtype, model, tokenizer, optimizer, scheduler, total_updates,
                       train_model=train_model)
     if not ckpt:
-        run.write_status("running", model={"ref": recipe.model.name, "path": resolved.path, "kind": resolved.kind},
-                         base_weights=base_weights)
+        start = {"model": {"ref": recipe.model.name, "path": resolved.path, "kind": resolved.kind}, "base_weights": base_weights}
+        if resumed:  # recorded with the resume, at the first write
+            run.defer(lambda: run.write_status("running", **start))
+        else:
+            run.write_status("running", **start)
         return session, None
-    trainer_state = torch.load(ckpt[1] / "trainer_state.pt", map_location=device, weights_only=True)
-    parallel.load_optimizer_state(model, optimizer, trainer_state["optimizer"])
-    scheduler.load_state_dict(trainer_state["scheduler"])
-    torch.set_rng_state(trainer_state["torch_rng"].cpu())
-    session.start_step = int(trainer_state["step"])
-    session.state = dict(trainer_state.get("state", {}))
-    return session, trainer_state
+    return session, _restore(session, ckpt[1])
+
+
+def _restore(session: Session, checkpoint: Path) -> dict:
+    """Put a checkpoint's optimiser, scheduler, RNG and counters into ``session``; its trainer state.
+    UserError naming the file when it cannot be read or does not fit (written nothing yet)."""
+    trainer_state = _trainer_state(checkpoint, session.device)
+    try:
+        parallel.load_optimizer_state(session.model, session.optimizer, trainer_state["optimizer"])
+        session.scheduler.load_state_dict(trainer_state["scheduler"])
+        torch.set_rng_state(trainer_state["torch_rng"].cpu())
+        session.start_step = int(trainer_state["step"])
+        session.state = dict(trainer_state.get("state", {}))
+    except (KeyError, ValueError, TypeError, RuntimeError, IndexError) as e:
+        raise UserError(f"{checkpoint}/trainer_state.pt: does not fit this run ({type(e).__name__}: {e}); "
+                        f"remove {checkpoint} to resume from the checkpoint before it") from None
+    return trainer_state
+
+
+def _trainer_state(checkpoint: Path, device) -> dict:
+    """A checkpoint's trainer_state.pt; UserError naming it when it cannot be read (a damaged checkpoint)."""
+    f = checkpoint / "trainer_state.pt"
+    try:
+        state = torch.load(f, map_location=device, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch's unpickler raises many kinds for a damaged file
+        raise UserError(f"{f}: cannot read the checkpoint's trainer state ({type(e).__name__}: "
+                        f"{' '.join(str(e).split())[:200]}); remove {checkpoint} to resume from the checkpoint before it") from None
+    if not isinstance(state, dict):
+        raise UserError(f"{f}: not a trainer state (a {type(state).__name__}); remove {checkpoint} to resume from the checkpoint before it")
+    return state

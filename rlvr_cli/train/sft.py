@@ -28,12 +28,12 @@ from rlvr_cli.train.progress import fmt
 from rlvr_cli.train.session import open_session
 
 
-def load_sft_rows(path: str, prompt_field: str, response_field: str) -> list[tuple[str, str]]:
+def load_sft_pairs(path: str, prompt_field: str, response_field: str) -> list[tuple[str, str]]:
     """(prompt, response) pairs from a JSONL file; every malformed line is an error naming its line."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"sft.data: {path}: no such file")
-    rows, problems = [], []
+    pairs, problems = [], []
     with open(p, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -48,23 +48,23 @@ def load_sft_rows(path: str, prompt_field: str, response_field: str) -> list[tup
             ):
                 problems.append(f"{path}:{lineno}: needs string fields {prompt_field!r} and {response_field!r}")
                 continue
-            rows.append((obj[prompt_field], obj[response_field]))
+            pairs.append((obj[prompt_field], obj[response_field]))
     if problems:
         more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
         raise UserError(problems[:10] + ([f"{path}: {len(problems)} malformed lines{more}"] if more else []))
-    if not rows:
+    if not pairs:
         raise UserError(f"sft.data: {path}: no examples")
-    return rows
+    return pairs
 
 
-def _file_batch(rows: list[tuple[str, str]], seed: int, step: int, batch_size: int) -> list[tuple[str, str]]:
+def _file_batch(pairs: list[tuple[str, str]], seed: int, step: int, batch_size: int) -> list[tuple[str, str]]:
     """Examples of ``step`` (1-based) in a per-epoch seeded shuffle: each epoch visits every row once."""
     out = []
     for k in range((step - 1) * batch_size, step * batch_size):
-        epoch, pos = divmod(k, len(rows))
-        order = list(range(len(rows)))
+        epoch, pos = divmod(k, len(pairs))
+        order = list(range(len(pairs)))
         random.Random(seed * 1_000_003 + epoch).shuffle(order)
-        out.append(rows[order[pos]])
+        out.append(pairs[order[pos]])
     return out
 
 
@@ -73,38 +73,38 @@ def train_sft(recipe: Recipe, out: str | Path, resume: bool = False, quiet: bool
     session, _ = open_session(recipe, out, resume, updates_per_step=1)
     task = build_task(recipe.task)
     spec = recipe.sft
-    rows = load_sft_rows(spec.data, spec.prompt_field, spec.response_field) if spec.data else None
-    if rows is None and not hasattr(task, "trace"):
+    pairs = load_sft_pairs(spec.data, spec.prompt_field, spec.response_field) if spec.data else None
+    if pairs is None and not hasattr(task, "trace"):
         raise UserError(f"sft.data: task {task.name!r} writes no supervised traces; give a JSONL of prompt/response pairs")
     from rlvr_cli.rewards import Scorer
 
     scorer = Scorer(RewardSpec(), task, seed=recipe.seed)
     return run_steps(
-        session, task, scorer, "sft", lambda step: _sft_step(session, task, rows, step),
+        session, task, scorer, "sft", lambda step: _sft_step(session, task, pairs, step),
         status=lambda row: f"loss {fmt(row['loss'])} lr {fmt(row['lr'], '.1e')}",
     )
 
 
-def _sft_batch(session, task, rows, step: int) -> tuple[list[list[int]], list[list[int]]]:
-    """Prompt and response ids (EOS appended) of step ``step``: fresh task traces, or the file's rows."""
+def _sft_batch(session, task, pairs, step: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Prompt and response ids (EOS appended) of step ``step``: fresh task traces, or the file's pairs."""
     recipe, tok = session.recipe, session.tokenizer
-    if rows is None:
+    if pairs is None:
         rng = stream_key(recipe.seed, step, "sft", 0).rng()
         problems = task.train_problems(rng, recipe.sft.batch_size)
         pairs = [(encode_prompt(tok, task, p), task.trace(p, rng)) for p in problems]
     else:
         pairs = [
             (encode_prompt(tok, task, Problem(id="", prompt=q, reference="")), r)
-            for q, r in _file_batch(rows, recipe.seed, step, recipe.sft.batch_size)
+            for q, r in _file_batch(pairs, recipe.seed, step, recipe.sft.batch_size)
         ]
     return [q for q, _ in pairs], [tok(r, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for _, r in pairs]
 
 
-def _sft_step(session, task, rows, step: int) -> dict:
+def _sft_step(session, task, pairs, step: int) -> dict:
     """One update on the token-mean NLL of a batch, accumulated over micro-batches."""
     t0 = time.perf_counter()
     model, pad = session.model, session.tokenizer.pad_token_id
-    prompt_ids, response_ids = _sft_batch(session, task, rows, step)
+    prompt_ids, response_ids = _sft_batch(session, task, pairs, step)
     z = aggregation_normalizer(pack(prompt_ids, response_ids, pad).response_mask, "token_mean")
     session.optimizer.zero_grad(set_to_none=True)
     total_loss = 0.0

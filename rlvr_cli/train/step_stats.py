@@ -248,11 +248,11 @@ def timing(rs: RolloutStats, time_ref: float, time_update: float, t_step: float)
 
 def sample_rows(groups: list[Group], advantages: list[float]) -> list[dict]:
     """The first :data:`SAMPLES_LOGGED` groups' responses with their reward and advantage (samples/step_N.jsonl)."""
-    rows, k = [], 0
+    records, k = [], 0
     for gi, grp in enumerate(groups):
         for j, text in enumerate(grp.texts):
             if gi < SAMPLES_LOGGED:
-                rows.append({
+                records.append({
                     "prompt_id": grp.problem.id,
                     "prompt": grp.problem.prompt,
                     "reference": grp.problem.reference,
@@ -264,4 +264,4 @@ def sample_rows(groups: list[Group], advantages: list[float]) -> list[dict]:
                     "advantage": advantages[k] if k < len(advantages) else None,
                 })
             k += 1
-    return rows
+    return records

@@ -91,7 +91,7 @@ def test_the_runs_own_protocol_waits_for_a_trainer_holding_the_run_and_labels_do
         holder.wait()
 
 
-HOLD = "import sys, time; from rlvr_cli import rundir; rundir.acquire(sys.argv[1]); print('holding', flush=True); time.sleep(600)"
+HOLD = "import sys, time; from rlvr_cli import run_files; run_files.acquire(sys.argv[1]); print('holding', flush=True); time.sleep(600)"
 
 
 def test_eval_of_a_model_writes_its_record(cli, tmp_path):

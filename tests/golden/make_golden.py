@@ -55,15 +55,15 @@ GOLDEN: dict[str, tuple[str, list[str]]] = {
 
 
 def _rows(run: Path) -> dict:
-    from rlvr_cli import rundir
-    from rlvr_cli.train.rundir import RunDir
+    from rlvr_cli import run_files
+    from rlvr_cli.train.run_writer import RunDir
 
     metrics = [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(run).read_metrics()]
     evals = {}
     for f in sorted((run / "eval").glob("step_*.json")):
         e = json.loads(f.read_text())
         evals[str(e["step"])] = {k: v for k, v in e.items() if k not in TIMING and k not in ("model", "reused")}
-    base = rundir.read_status(run).get("base_weights")
+    base = run_files.read_status(run).get("base_weights")
     return {"metrics": metrics, "eval": evals, **({"base_weights": base} if base else {}), **conditions()}
 
 

@@ -1,4 +1,4 @@
-"""Numbers at the edges, for the integer and math verifiers alike (the decisions are in the README).
+"""Numbers at the edges, for the integer and math verifiers alike (the decisions are in docs/tasks.md "Numbers at the edges").
 
 - an answer too large for a float (``1e9999``) is a number that is not the gold: ``incorrect``, never ``error``;
 - a digit of any script (fullwidth, Arabic-Indic, Devanagari, mathematical bold) is that digit: the value counts;

@@ -1,5 +1,5 @@
 """`rlvr sweep` hands its control arm to `rlvr compare --control`, and reads run directories through
-rlvr_cli/rundir.py's contract."""
+rlvr_cli/run_files.py's contract."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).parents[1]), str(Path(__file__).parents[1] / "compare")]
 from test_compare_synth import recipe, write_run
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.compare import compare_runs
 from rlvr_cli.sweep import runner
 from rlvr_cli.sweep.spec import load_plan
@@ -49,7 +49,7 @@ def test_read_run_follows_the_run_dir_contract(tmp_path):
     d = write_run(tmp_path, "r", rec=recipe())
     got = read_run(d)
     assert (got.status, got.step, got.recipe["name"]) == ("finished", 60, "r")
-    (d / rundir.STATUS).write_bytes(b"\xff not json")  # damaged: reads as absent, as rundir.read_status says
-    assert read_run(d).status is None and rundir.read_status(d) == {}
-    (d / rundir.STATUS).write_text(json.dumps({"status": "failed", "error": "boom"}))
+    (d / run_files.STATUS).write_bytes(b"\xff not json")  # damaged: reads as absent, as run_files.read_status says
+    assert read_run(d).status is None and run_files.read_status(d) == {}
+    (d / run_files.STATUS).write_text(json.dumps({"status": "failed", "error": "boom"}))
     assert (read_run(d, with_recipe=False).error, read_run(d, with_recipe=False).recipe) == ("boom", None)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from conftest import tiny_run
-from rlvr_cli.rundir import holder_pid
+from rlvr_cli.run_files import holder_pid
 from rlvr_cli.sweep import view
 from rlvr_cli.sweep.state import read_run
 

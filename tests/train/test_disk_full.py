@@ -22,10 +22,10 @@ SMALL = tiny_run("checkpoint.every=1")
 
 
 def test_a_checkpoint_that_hits_a_full_disk_fails_the_run_and_leaves_no_temp(tiny_base, tmp_path, monkeypatch):
-    import rlvr_cli.train.rundir as rundir
+    import rlvr_cli.train.run_writer as run_writer
     from rlvr_cli.train.rl import train_rl
 
-    real_save = rundir.torch.save
+    real_save = run_writer.torch.save
 
     def full_at_step_2(obj, path, *a, **k):
         if "step_2" in str(path):
@@ -34,7 +34,7 @@ def test_a_checkpoint_that_hits_a_full_disk_fails_the_run_and_leaves_no_temp(tin
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_save(obj, path, *a, **k)
 
-    monkeypatch.setattr(rundir.torch, "save", full_at_step_2)
+    monkeypatch.setattr(run_writer.torch, "save", full_at_step_2)
     run = tmp_path / "run"
     with pytest.raises(RunFailed, match="no space left on the disk mounted at /"):
         train_rl(load_recipe("grpo", [f"model.name={tiny_base}", *SMALL]), run)
@@ -45,7 +45,7 @@ def test_a_checkpoint_that_hits_a_full_disk_fails_the_run_and_leaves_no_temp(tin
 
 
 def test_resume_removes_stale_temporary_checkpoints_before_rewriting_metrics(tmp_path, monkeypatch):
-    from rlvr_cli.train.rundir import RunDir
+    from rlvr_cli.train.run_writer import RunDir
 
     run = RunDir(tmp_path / "run")
     (run.root / "checkpoints" / ".tmp-step_4-123").mkdir(parents=True)
@@ -107,7 +107,7 @@ def test_a_real_full_disk(tiny_base, tmp_path):
 def test_resume_drops_hand_damaged_metric_lines_instead_of_crashing(tmp_path):
     """A line that is JSON but not a step's row (a bare number, a string step, a stray byte) is
     forgotten like a half-written one; before, truncate_after raised AttributeError/TypeError."""
-    from rlvr_cli.train.rundir import RunDir
+    from rlvr_cli.train.run_writer import RunDir
 
     run = RunDir(tmp_path / "run")
     run.root.mkdir()
@@ -119,7 +119,7 @@ def test_resume_drops_hand_damaged_metric_lines_instead_of_crashing(tmp_path):
 
 @pytest.mark.parametrize("content", [b"[1, 2]\n", b"\xff\xfe{}", b'"running"'])
 def test_a_damaged_run_json_is_rewritten_not_a_traceback(tmp_path, content):
-    from rlvr_cli.train.rundir import RunDir
+    from rlvr_cli.train.run_writer import RunDir
 
     run = RunDir(tmp_path / "run")
     run.root.mkdir()

@@ -274,6 +274,9 @@ def test_rank_0_killed_under_nproc_is_recorded_as_failed_by_the_launcher(tiny_ba
     status = json.loads((out / "run.json").read_text())
     assert status["status"] == "failed" and "ended without recording why" in status["error"], status
     assert "--resume" in status["error"] and "internal error" not in log
+    # one line says it (issue 44): not torchrun's log lines, traceback and report, nor gloo's message
+    assert re.search(r"^run failed: rank 0 of 2 was killed by SIGKILL, pid \d+; the other ranks stopped", log.strip().splitlines()[-1]), log[-3000:]
+    assert "Traceback" not in log and "ChildFailedError" not in log and ".cc:" not in log, log[-3000:]
 
 
 def test_a_one_process_run_resumes_on_two_fsdp2_processes_with_nproc(tiny_base, tmp_path, cli):

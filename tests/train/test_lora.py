@@ -15,7 +15,7 @@ from rlvr_cli.metrics import TIMING  # noqa: E402
 from rlvr_cli.models import load_model  # noqa: E402
 from rlvr_cli.recipe.load import load_recipe  # noqa: E402
 from rlvr_cli.train.rl import train_rl  # noqa: E402
-from rlvr_cli.train.rundir import RunDir  # noqa: E402
+from rlvr_cli.train.run_writer import RunDir  # noqa: E402
 
 from conftest import interrupted_at_step, write_word_llama  # noqa: E402  (tests/conftest.py)
 

@@ -24,7 +24,7 @@ from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train import objective as train_objective
 from rlvr_cli.train.objective import EntropyControl, LossInputs, policy_surrogate, step_advantages, token_loss
 from rlvr_cli.train.rl import train_rl
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 from conftest import interrupted_at_step  # tests/conftest.py
 

@@ -17,7 +17,7 @@ from rlvr_cli.models.tiny import TINY_ARCH
 from rlvr_cli.models.tokenizer import build_char_tokenizer
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.rl import train_rl
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 ON_POLICY = [
     "rollout.prompts_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=16", "steps=1",

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.rl import train_rl
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 
 def test_an_update_without_loss_tokens_leaves_the_weights(tiny_base, tmp_path):

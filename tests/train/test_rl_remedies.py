@@ -18,7 +18,7 @@ import torch
 from rlvr_cli.algo.aggregation import aggregate
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.objective import LossInputs, TokenSelection, step_advantages, token_loss, token_selection
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 from test_train import _first_gradient as first_gradient  # one update of a tiny run, its gradient captured
 
 

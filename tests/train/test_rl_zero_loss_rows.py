@@ -19,7 +19,7 @@ from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.objective import LossInputs, token_loss, token_selection, zero_loss_rows
 from rlvr_cli.train.rl import train_rl
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 TIMING = {"step_time_s", "time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "tokens_per_s"}
 

@@ -144,7 +144,7 @@ def test_the_lock_is_taken_when_its_pid_cannot_be_written(tmp_path, monkeypatch)
     disk-full handling (a named `failed`), not an OSError traceback from taking the lock."""
     import errno
 
-    from rlvr_cli import rundir as lock
+    from rlvr_cli import run_files as lock
 
     def full(*_):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -16,7 +16,7 @@ import torch
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.recipe.load import list_shipped, load_recipe
 from rlvr_cli.train.rl import train_rl
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 from rlvr_cli.train.sft import train_sft
 
 from conftest import interrupted_at_step, tiny_run, write_word_llama  # tests/conftest.py: shared tiny-run overrides and models

@@ -1,6 +1,6 @@
 """The trainer's side of the run directory: writing it so that a run loses nothing.
 
-The layout, the file names and the lock are the contract in :mod:`rlvr_cli.rundir`, which every
+The layout, the file names and the lock are the contract in :mod:`rlvr_cli.run_files`, which every
 reader uses too. Checkpoints are written into a temporary directory and renamed into place, so a
 directory named ``step_N`` is always complete; a run killed at any moment resumes from the newest one,
 after metrics lines and eval files from later steps (and a half-written last line) are dropped.
@@ -23,9 +23,9 @@ import torch
 from rlvr_cli import __version__
 from rlvr_cli.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rlvr_cli.errors import RunFailed, UserError
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.models import quiet_transformers
-from rlvr_cli.rundir import LOCK_NAME, list_checkpoints
+from rlvr_cli.run_files import LOCK_NAME, list_checkpoints
 from rlvr_cli.trackers import close_trackers, log_to_trackers
 
 
@@ -95,20 +95,41 @@ class RunDir:
     def __init__(self, root: str | Path, writer: bool = True):
         self.root = Path(root)
         self.writer = writer
+        self._deferred: list = []
+
+    # --- a resumed run writes nothing until it starts ------------------------------------------------
+    def defer(self, record) -> None:
+        """Run ``record()`` just before this directory's first step, eval or checkpoint is written (a
+        resumed run records its resume there; a ``running`` status meanwhile is recorded with it): a
+        start refused before then, up to the first step's rollouts, leaves the run byte for byte as it was."""
+        self._deferred.append(record)
+
+    @property
+    def deferred(self) -> bool:
+        """Whether the run's start is still unrecorded (nothing written by this process yet)."""
+        return bool(self._deferred)
+
+    def _first_write(self) -> None:
+        if not self._deferred:
+            return
+        pending, self._deferred = self._deferred, []
+        run_files.record_holder(self.root)  # the lock file names this process from now on
+        for record in pending:
+            record()
 
     # --- layout ------------------------------------------------------------------------------------
     @property
     def metrics_path(self) -> Path:
-        return self.root / rundir.METRICS
+        return self.root / run_files.METRICS
 
     def eval_path(self, step: int) -> Path:
-        return rundir.eval_path(self.root, step)
+        return run_files.eval_path(self.root, step)
 
     def samples_path(self, step: int) -> Path:
-        return rundir.samples_path(self.root, step)
+        return run_files.samples_path(self.root, step)
 
     def checkpoint_path(self, step: int) -> Path:
-        return rundir.checkpoint_path(self.root, step)
+        return run_files.checkpoint_path(self.root, step)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def create(self, recipe_yaml: str, info: dict, overwrite_ok: bool = False) -> None:
@@ -121,21 +142,28 @@ class RunDir:
                 "or choose another --out"
             )
         self.root.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.root / rundir.RECIPE, recipe_yaml)
+        atomic_write_text(self.root / run_files.RECIPE, recipe_yaml)
         self.write_status("running", started=_now(), **info)
 
     def write_recipe(self, recipe_yaml: str) -> None:
         """Replace the run's recipe (a run continued to more steps, see session._continuation)."""
         if self.writer:
-            atomic_write_text(self.root / rundir.RECIPE, recipe_yaml)
+            self._first_write()
+            atomic_write_text(self.root / run_files.RECIPE, recipe_yaml)
 
     def read_status(self) -> dict:
         """run.json's fields; {} when it is missing or damaged (not UTF-8, not JSON, not an object)."""
-        return rundir.read_status(self.root)
+        return run_files.read_status(self.root)
 
     def write_status(self, status: str, **fields) -> None:
         if not self.writer:
             return
+        if self._deferred and status in ("failed", "interrupted"):
+            return  # the run never started here: it stays as it was (its own status, recipe and steps)
+        if self._deferred and status == "running":  # more about a start not yet recorded: recorded with it
+            self._deferred.append(lambda: self.write_status(status, **fields))
+            return
+        self._first_write()
         data = self.read_status()
         data.update(fields)
         data["status"] = status
@@ -145,16 +173,17 @@ class RunDir:
         if status in ("finished", "failed"):
             data["ended"] = _now()
             close_trackers(self.root)
-        atomic_write_json(self.root / rundir.STATUS, data)
+        atomic_write_json(self.root / run_files.STATUS, data)
 
     # --- metrics -----------------------------------------------------------------------------------
     def append_metrics(self, row: dict) -> None:
         """Append one line and make it durable before the step is considered done."""
         if not self.writer:
             return
+        self._first_write()
         self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(row, allow_nan=True) + "\n"
-        # never through a link nor into a FIFO (rlvr_cli.rundir.check_run_files refused them at the start;
+        # never through a link nor into a FIFO (rlvr_cli.run_files.check_run_files refused them at the start;
         # this holds if one appears while the run is going)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
@@ -171,27 +200,17 @@ class RunDir:
         log_to_trackers(self.root, row)  # the recipe's optional sinks (rlvr_cli/trackers.py)
 
     def read_metrics(self) -> list[dict]:
-        """Complete, parseable metric lines: a half-written trailing line, and a damaged one (not a JSON
-        object, a step that is not an integer, bytes that are not UTF-8), is ignored."""
-        if not self.metrics_path.is_file():
-            return []
-        rows = []
-        for line in self.metrics_path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            step = row.get("step", 0) if isinstance(row, dict) else None
-            if isinstance(step, int) and not isinstance(step, bool):
-                rows.append(row)
-        return rows
+        """The rows of metrics.jsonl, by the one rule every reader follows (:func:`rlvr_cli.run_files.read_metrics`:
+        a damaged or half-written line is skipped, a step logged twice keeps its later line)."""
+        return run_files.read_metrics(self.root).rows
 
     def truncate_after(self, step: int) -> None:
         """Forget everything logged after ``step`` (it will be recomputed by the resumed run). Temporary
         checkpoints go first: on a full disk they hold the space that rewriting the metrics needs."""
         if not self.writer:
             return
-        ck = self.root / rundir.CHECKPOINTS_DIR
+        self._first_write()
+        ck = self.root / run_files.CHECKPOINTS_DIR
         if ck.is_dir():
             for d in ck.glob(".tmp-*"):
                 shutil.rmtree(d, ignore_errors=True)
@@ -199,7 +218,7 @@ class RunDir:
         raw = self.metrics_path.read_bytes() if self.metrics_path.is_file() else b""
         if raw.count(b"\n") != len(kept) or not raw.endswith(b"\n") and raw:  # something to drop
             atomic_write_jsonl(self.metrics_path, kept)
-        for sub in (rundir.EVAL_DIR, rundir.SAMPLES_DIR):
+        for sub in (run_files.EVAL_DIR, run_files.SAMPLES_DIR):
             d = self.root / sub
             if d.is_dir():
                 for f in d.glob("step_*"):
@@ -221,6 +240,7 @@ class RunDir:
         final = self.checkpoint_path(step)
         if not self.writer:
             return final
+        self._first_write()
         tmp = final.parent / f".tmp-step_{step}-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -259,9 +279,11 @@ class RunDir:
     def write_eval(self, step: int, result: dict) -> None:
         if not self.writer:
             return
+        self._first_write()
         atomic_write_json(self.eval_path(step), result)
 
-    def write_samples(self, step: int, rows: list[dict]) -> None:
+    def write_samples(self, step: int, records: list[dict]) -> None:
         if not self.writer:
             return
-        atomic_write_jsonl(self.samples_path(step), rows)
+        self._first_write()
+        atomic_write_jsonl(self.samples_path(step), records)

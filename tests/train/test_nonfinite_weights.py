@@ -43,7 +43,7 @@ def test_a_diverging_run_fails_at_its_first_step_without_a_checkpoint(tiny_base,
 
 
 def test_weights_going_nan_mid_run_keep_the_last_finite_checkpoint_and_resume(tiny_base, tmp_path, cli, monkeypatch):
-    from rlvr_cli.train.rundir import RunDir
+    from rlvr_cli.train.run_writer import RunDir
 
     step, save = torch.optim.AdamW.step, RunDir.save_checkpoint
     armed = []

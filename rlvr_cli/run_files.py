@@ -1,6 +1,7 @@
-"""The run directory's contract (docs/design.md §3): its file names, its lock, and what counts as one.
+"""The run directory's contract (docs/design.md §3): its file names, its lock, what counts as one, and
+the one reader of ``metrics.jsonl`` (:func:`read_metrics`).
 
-The trainer writes it (:mod:`rlvr_cli.train.rundir`) and every reader (``compare``, ``evaluation``,
+The trainer writes it (:mod:`rlvr_cli.train.run_writer`) and every reader (``compare``, ``evaluation``,
 ``models``, ``trackers``, the warm start, ``results/reproduce.py``) finds its files by these names,
 so the layout is spelled once::
 
@@ -35,6 +36,7 @@ import os
 import re
 import stat
 import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
@@ -58,9 +60,9 @@ EVAL_FILE = re.compile(r"^step_(\d+)\.json$")
 
 
 def is_run_dir(path: str | Path) -> bool:
-    """Whether ``path`` is a directory that holds any of :data:`RUN_MARKERS`."""
-    path = Path(path)
-    return path.is_dir() and any((path / m).exists() for m in RUN_MARKERS)
+    """Whether ``path`` is a directory that holds any of :data:`RUN_MARKERS` (False where the operating
+    system will not let us look)."""
+    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, m)) for m in RUN_MARKERS)
 
 
 def eval_path(root: str | Path, step: int) -> Path:
@@ -94,6 +96,91 @@ def eval_files(root: str | Path) -> list[tuple[int, Path]]:
     if not d.is_dir():
         return []
     return sorted((int(m.group(1)), p) for p in d.glob("step_*.json") if (m := EVAL_FILE.match(p.name)))
+
+
+# --- metrics.jsonl: the one reader ------------------------------------------------------------------
+def metrics_row(line: str) -> dict | str:
+    """One line of ``metrics.jsonl`` as a step's row, or why it is not one (the rule: :func:`read_metrics`)."""
+    try:
+        row = json.loads(line)
+    except RecursionError:
+        return "nested too deeply"
+    except ValueError as e:  # not JSON, or an integer of more digits than Python converts
+        return f"not valid JSON ({getattr(e, 'msg', None) or ' '.join(str(e).split())[:80]})"
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    step = row.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return "no integer 'step'"
+    return row
+
+
+@dataclass
+class MetricsLog:
+    """What :func:`read_metrics` found: one row per step, and a line for each line it did not use."""
+
+    rows: list[dict] = field(default_factory=list)
+    """One row per logged step (the metrics table's), in the order the steps were first logged."""
+    problems: list[str] = field(default_factory=list)
+    """``metrics.jsonl line N: why; skipped`` for every line that is not a step's row."""
+
+
+def read_metrics(root: str | Path) -> MetricsLog:
+    """The rows of a run's ``metrics.jsonl`` (one per step), by the one rule every reader follows:
+
+    - a line is a step's row when it is a JSON object with an integer ``step`` (bytes that are not
+      UTF-8 read as U+FFFD); any other line (a torn write, a hand edit, a line nested too deeply) is
+      skipped and named in :attr:`MetricsLog.problems`;
+    - the last line may lack its newline (a write in progress, or cut by a crash): it counts when it
+      is a whole row, and is named as an incomplete last line otherwise;
+    - a step logged twice keeps its later line (the resumed run's, after a crash before truncation).
+
+    Empty when there is no ``metrics.jsonl``; ``OSError`` when there is one that cannot be read.
+    """
+    path = Path(root) / METRICS
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return MetricsLog()
+    lines = text.split("\n")
+    last = lines.pop()  # "" when the file ends with a newline
+    by_step: dict[int, dict] = {}
+    log = MetricsLog()
+    numbered = [(n, line, True) for n, line in enumerate(lines, start=1)] + ([(len(lines) + 1, last, False)] if last.strip() else [])
+    for n, line, whole in numbered:
+        if not line.strip():
+            continue
+        row = metrics_row(line)
+        if isinstance(row, str):
+            why = row if whole else "incomplete last line (a run in progress or cut short)"
+            log.problems.append(f"{METRICS} line {n}: {why}; skipped")
+            continue
+        if row["step"] in by_step:
+            log.problems.append(f"{METRICS} line {n}: step {row['step']} logged again; kept this later line")
+        by_step[row["step"]] = row
+    log.rows = list(by_step.values())
+    return log
+
+
+def last_metrics_row(root: str | Path) -> dict:
+    """The last row of ``metrics.jsonl`` ({} when none), by :func:`read_metrics`'s rule, read from the
+    file's end backwards (a growing file is not read whole to know where it is)."""
+    try:
+        with open(Path(root) / METRICS, "rb") as f:
+            size = f.seek(0, 2)
+            window = 1 << 16
+            while True:
+                f.seek(max(0, size - window))
+                lines = f.read().split(b"\n")
+                for line in reversed(lines[1:] if size > window else lines):  # the first may be cut
+                    row = metrics_row(line.decode("utf-8", errors="replace")) if line.strip() else None
+                    if isinstance(row, dict):
+                        return row
+                if window >= size:
+                    return {}
+                window *= 16
+    except OSError:
+        return {}
 
 
 def read_status(root: str | Path) -> dict:
@@ -182,10 +269,22 @@ def _open_lock_file(run_dir: Path) -> int:
     return fd
 
 
-def acquire(run_dir: str | Path, owner: object | None = None, doing: str = "training into this directory again") -> None:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
+
+
+def acquire(run_dir: str | Path, owner: object | None = None, doing: str = "training into this directory again",
+            record_pid: bool = True) -> None:
     """Take the run directory's lock (creating the directory), or raise ``UserError`` naming the pid
     of the process that holds it and what waits (``doing``). With ``owner``, the hold ends when ``owner``
-    is garbage-collected.
+    is garbage-collected. ``record_pid=False`` leaves the lock file's bytes as they are until
+    :func:`record_holder` (a resume refused before it writes leaves the run byte for byte).
     The run's files are checked (:func:`check_run_files`) once the lock is held."""
     run_dir = Path(run_dir)
     key = _key(run_dir)
@@ -207,7 +306,8 @@ def acquire(run_dir: str | Path, owner: object | None = None, doing: str = "trai
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise UserError(f"{run_dir}/{LOCK_NAME}: cannot lock the run directory: {e.strerror}") from None
-            who = f"process {text}" if text.isdigit() else "another process"
+            # a resume records its pid only once it writes: until then the file names the last holder
+            who = f"process {text}" if text.isdigit() and _alive(int(text)) else "another process"
             raise UserError(
                 f"{run_dir}: in use by {who}, which holds {run_dir / LOCK_NAME}; wait for it to finish "
                 f"(or stop it) before {doing}"
@@ -217,14 +317,25 @@ def acquire(run_dir: str | Path, owner: object | None = None, doing: str = "trai
         except UserError:
             os.close(fd)
             raise
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except OSError:
-            pass  # the pid only names the holder in a message; a full disk is the run's to report
         _held[key] = [fd, 1]
+        if record_pid:
+            record_holder(run_dir)
     if owner is not None:
         weakref.finalize(owner, release, run_dir)
+
+
+def record_holder(run_dir: str | Path) -> None:
+    """Write this process's pid into the lock file of a run directory it holds (else nothing)."""
+    entry = _held.get(_key(Path(run_dir)))
+    if entry is None:
+        return
+    pid = f"{os.getpid()}\n".encode()
+    try:
+        if os.pread(entry[0], 32, 0) != pid:
+            os.ftruncate(entry[0], 0)
+            os.pwrite(entry[0], pid, 0)
+    except OSError:
+        pass  # the pid only names the holder in a message; a full disk is the run's to report
 
 
 def release(run_dir: str | Path, every_hold: bool = False) -> None:

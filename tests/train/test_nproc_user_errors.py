@@ -10,8 +10,8 @@ import textwrap
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from rlvr_cli import rundir
-    rundir.acquire(sys.argv[1])
+    from rlvr_cli import run_files
+    run_files.acquire(sys.argv[1])
     print("holding", flush=True)
     time.sleep(300)
 """)

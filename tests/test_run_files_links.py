@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from rlvr_cli import rundir
+from rlvr_cli import run_files
 from rlvr_cli.errors import RunFailed, UserError
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 VICTIM = "precious data\n"
 
@@ -25,9 +25,9 @@ def victim(tmp_path):
 
 def _refused(run, name):
     with pytest.raises(UserError) as e:
-        rundir.acquire(run)
+        run_files.acquire(run)
     assert str(run / name) in str(e.value)
-    assert os.path.realpath(run) not in rundir._held
+    assert os.path.realpath(run) not in run_files._held
     return str(e.value)
 
 
@@ -37,7 +37,7 @@ def test_a_lock_that_is_a_symbolic_link_is_refused_and_its_target_kept(tmp_path,
     (run / ".lock").symlink_to(victim)
     assert "symbolic link" in _refused(run, ".lock")
     assert victim.read_text() == VICTIM
-    assert rundir.holder_pid(run) is None  # never read through the link either
+    assert run_files.holder_pid(run) is None  # never read through the link either
 
 
 def test_a_dangling_lock_link_creates_nothing_at_its_target(tmp_path):
@@ -53,7 +53,7 @@ def test_a_lock_that_is_a_fifo_is_refused_without_blocking(tmp_path):
     run.mkdir()
     os.mkfifo(run / ".lock")
     result = []
-    t = threading.Thread(target=lambda: result.append(pytest.raises(UserError, rundir.acquire, run)), daemon=True)
+    t = threading.Thread(target=lambda: result.append(pytest.raises(UserError, run_files.acquire, run)), daemon=True)
     t.start()
     t.join(10)
     assert not t.is_alive(), "acquire blocked on a FIFO"

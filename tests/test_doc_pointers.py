@@ -1,0 +1,168 @@
+"""Pointers that stay true (issue 43): every relative link in the README, docs/ and results/README.md
+reaches a file and, with ``#anchor``, a heading of it; every repository path written in backticks there
+exists; every ``docs/NAME.md`` (with its ``§N``, ``"Section"`` or ``#anchor``) and every ``README
+"Section"`` / ``README, NAME section`` that the package's docstrings and --help texts, the recipes,
+pyproject.toml and the tests name exists. And the README's "Where the math lives" table lists every
+module of rlvr_cli/algo/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKDOWN = [ROOT / "README.md", ROOT / "results" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+            ROOT / "bench" / "README.md"]
+SOURCES = [*sorted((ROOT / "rlvr_cli").rglob("*.py")), *sorted((ROOT / "recipes").rglob("*.yaml")),
+           *sorted(p for p in (ROOT / "tests").rglob("*.py") if p.name != Path(__file__).name),
+           *sorted((ROOT / "bench").glob("*.py")),
+           *sorted((ROOT / "tools").glob("*.py")), ROOT / "pyproject.toml"]
+REPO_DIRS = ("rlvr_cli/", "tests/", "recipes/", "results/", "docs/", "bench/", "tools/")
+
+PENDING = {
+    ("rlvr_cli/train/rl.py", 'README "Scaling out"'),  # rl.py is the async-core branch's to edit: docs/runs.md "Scaling out"
+}
+"""References known to be stale in a file another branch owns; each must still be there (the test says
+so once it is fixed, so that the entry goes)."""
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped (``-`` and ``_`` kept), spaces to ``-``."""
+    text = re.sub(r"`", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def headings(md: Path) -> list[str]:
+    """The headings of a markdown file, outside fenced code."""
+    out, fenced = [], False
+    for line in md.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)):
+            out.append(m.group(1))
+    return out
+
+
+def anchors(md: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for h in headings(md):
+        s = slug(h)
+        out.add(s if s not in seen else f"{s}-{seen[s]}")
+        seen[s] = seen.get(s, 0) + 1
+    return out
+
+
+def prose(md: Path) -> str:
+    """A markdown file without its fenced code blocks (examples there name files a user would have)."""
+    return re.sub(r"^```.*?^```", "", md.read_text(encoding="utf-8"), flags=re.S | re.M)
+
+
+def section_problem(md: Path, ref: str) -> str | None:
+    """What is wrong with a reference to section ``ref`` of ``md`` (``§N``, a heading's words, an anchor)."""
+    if not md.is_file():
+        return f"{md.relative_to(ROOT)} does not exist"
+    if ref.startswith("#"):
+        return None if ref[1:] in anchors(md) else f"{md.relative_to(ROOT)} has no heading with anchor {ref}"
+    found = [h for h in headings(md) if (h.startswith(ref) if ref.startswith("§") else ref.lower() in h.lower())]
+    return None if found else f"{md.relative_to(ROOT)} has no section {ref!r}"
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("md", MARKDOWN, ids=_rel)
+def test_every_relative_link_reaches_a_file_and_heading(md):
+    problems = []
+    for m in re.finditer(r"\[[^\]]*\]\(([^)\s]+)\)", prose(md)):
+        target = m.group(1)
+        if re.match(r"[a-z]+:", target):
+            continue  # http:, https:, mailto:
+        path, _, anchor = target.partition("#")
+        dest = (md.parent / path).resolve() if path else md
+        if not dest.exists():
+            problems.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and (why := section_problem(dest, "#" + anchor)):
+            problems.append(f"{target}: {why}")
+    assert problems == [], f"{_rel(md)}: {problems}"
+
+
+@pytest.mark.parametrize("md", MARKDOWN, ids=_rel)
+def test_every_repository_path_in_backticks_exists(md):
+    problems = []
+    for m in re.finditer(r"`([^`\s]+)`", prose(md)):
+        token = m.group(1).split("::")[0].rstrip(",.:;")
+        if token.startswith(REPO_DIRS) and not re.search(r"[<>*{}$]", token) and not (ROOT / token).exists():
+            problems.append(token)
+    assert problems == [], f"{_rel(md)} names paths that do not exist: {problems}"
+
+
+SECTION_REFS = [
+    # docs/NAME.md, optionally with §N, "Section" or #anchor (not inside a URL)
+    (re.compile(r'(?<![\w/.])(docs/[\w-]+\.md)(?: ?(§\d+)| +\\?"([^"\\]+)\\?"|(#[\w-]+))?'), None),
+    # README "Section" / README.md "Section" / results/README.md "Section" (in source and --help, quotes may be escaped)
+    (re.compile(r'(?<![\w/.])((?:results/)?README)(?:\.md)?,? +\\?"([^"\\]+)\\?"'), "quoted"),
+    # README, length section / results/README.md, length section
+    (re.compile(r"(?<![\w/.])((?:results/)?README)(?:\.md)?, ([\w -]+?) section"), "named"),
+]
+
+
+def source_references(text: str) -> list[tuple[str, str, Path, str | None]]:
+    """(the reference as written, its target file, the section it names or None) in ``text``."""
+    out = []
+    docs, quoted, named = (p for p, _ in SECTION_REFS)
+    for m in docs.finditer(text):
+        section = m.group(2) or m.group(3) or m.group(4)
+        out.append((m.group(0), ROOT / m.group(1), section))
+    for pattern in (quoted, named):
+        for m in pattern.finditer(text):
+            out.append((m.group(0), ROOT / (m.group(1) + ".md"), m.group(2)))
+    return out
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=_rel)
+def test_every_section_a_docstring_or_help_text_names_exists(source):
+    text = source.read_text(encoding="utf-8")
+    problems = []
+    for written, target, section in source_references(text):
+        if (_rel(source), written.replace("\\", "")) in PENDING:
+            continue
+        why = section_problem(target, section) if section else (None if target.is_file() else f"{_rel(target)} does not exist")
+        if why:
+            problems.append(f"{written!r}: {why}")
+    assert problems == [], f"{_rel(source)}: {problems}"
+
+
+def test_pending_references_are_still_there():
+    """An entry of PENDING that its owner has fixed must leave the list."""
+    for path, written in PENDING:
+        text = (ROOT / path).read_text(encoding="utf-8").replace("\\", "")
+        assert written in text, f"{path} no longer says {written}: remove it from PENDING"
+
+
+def test_the_references_the_checker_reads_are_the_ones_written():
+    """The patterns find what the sources write (a pattern that matched nothing would pass everything)."""
+    refs = source_references('see docs/design.md §6, docs/runs.md "Scaling out", docs/a.md#b-c, '
+                             'help="(see README \\"Scaling out\\")", (README, length section), results/README.md, length section')
+    assert [(w, _rel(t), s) for w, t, s in refs] == [
+        ("docs/design.md §6", "docs/design.md", "§6"), ('docs/runs.md "Scaling out"', "docs/runs.md", "Scaling out"),
+        ("docs/a.md#b-c", "docs/a.md", "#b-c"), ('README \\"Scaling out\\"', "README.md", "Scaling out"),
+        ("README, length section", "README.md", "length"), ("results/README.md, length section", "results/README.md", "length")]
+    assert section_problem(ROOT / "README.md", "Scaling out") == "README.md has no section 'Scaling out'"
+    assert section_problem(ROOT / "docs" / "runs.md", "Scaling out") is None
+    assert slug("§3 What a run leaves on disk") == "3-what-a-run-leaves-on-disk"
+    assert slug("The 2026 objective family (`results/objectives/`) — CISPO") == "the-2026-objective-family-resultsobjectives--cispo"
+
+
+def test_the_math_table_lists_every_algo_module():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Where the math lives", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`rlvr_cli/algo/(\w+)\.py", table))
+    tested = set(re.findall(r"`(tests/algo/test_\w+\.py)`", table))
+    modules = {p.stem for p in (ROOT / "rlvr_cli" / "algo").glob("*.py") if p.stem != "__init__"}
+    assert sorted(modules - listed) == [], "README 'Where the math lives' misses these rlvr_cli/algo modules"
+    assert sorted(listed - modules) == [], "README 'Where the math lives' lists modules that do not exist"
+    assert all((ROOT / t).is_file() for t in tested) and len(tested) >= len(modules)
