@@ -56,7 +56,7 @@ def run(recipe: str, sets: list[str]) -> tuple[list[float], list[dict]]:
     import rlvr_cli.train.loop as loop
     import rlvr_cli.train.rl as rl
     from rlvr_cli.recipe.load import load_recipe
-    from rlvr_cli.train.rundir import RunDir
+    from rlvr_cli.train.run_writer import RunDir
 
     r = load_recipe(recipe, ["eval.every=0", "eval.at_start=false", "checkpoint.every=0", *sets])
     ends: list[float] = []

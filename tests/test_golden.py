@@ -23,7 +23,7 @@ golden = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(golden)
 
 
-@pytest.mark.parametrize("name", ["grpo", "dapo", "mu2_minibatches3", "sft"])
+@pytest.mark.parametrize("name", ["grpo", "dapo", "mu2_minibatches3", "sft", "staleness2_corrections", "top_k"])
 def test_short_runs_reproduce_the_recorded_numbers(name, tiny_base, tmp_path):
     want = json.loads((HERE / "records" / f"{name}.json").read_text())
     got = golden.run_golden(name, tmp_path)
@@ -50,3 +50,12 @@ def test_the_tolerance_is_exact_under_the_recording_conditions():
     assert golden.tolerance(here, dict(here)) == 0.0
     assert golden.tolerance(here, {**here, "numerics": "aarch64/DEFAULT"}) == golden.ACROSS_KINDS
     assert golden.tolerance(here, {**here, "torch": "0.0"}) == golden.ACROSS_KINDS
+
+
+def test_staleness_zero_is_the_synchronous_trainer():
+    """The recorded run with `rollout.staleness.max: 0` is the grpo record, every metric and eval to the bit."""
+    sync = json.loads((HERE / "records" / "grpo.json").read_text())
+    zero = json.loads((HERE / "records" / "staleness0.json").read_text())
+    assert zero["eval"] == sync["eval"]
+    assert [{k: v for k, v in row.items() if k in sync["metrics"][0]} for row in zero["metrics"]] == sync["metrics"]
+    assert all(row["policy_lag"] == 0 for row in zero["metrics"])

@@ -32,7 +32,7 @@ One step (:func:`_train_step`):
 Under torchrun each rank samples, verifies and forwards a contiguous share of whole groups; the
 rewards are gathered so that advantages, minibatch order, normalisers and metrics are those of one
 process (the collectives live in :mod:`rlvr_cli.dist`, the pass pairing in :mod:`.parallel`; both do
-nothing in one process; README "Scaling out").
+nothing in one process; docs/runs.md "Scaling out").
 
 Every forward pass runs with dropout off (the model stays in eval mode; gradients still flow), so
 the sampler's, the recompute's and the update's log-probs of the same tokens agree and the on-policy

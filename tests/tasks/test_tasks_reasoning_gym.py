@@ -86,8 +86,15 @@ def test_recipe_and_missing_package(monkeypatch):
 
 
 @pytest.mark.parametrize("template", ["{question} = {answer}?", "Answer in {0}", "{question"])
-def test_bad_prompt_template_is_a_user_error(template):
-    from rlvr_cli.errors import UserError
+def test_bad_prompt_template_is_refused_when_the_recipe_is_read(template, tmp_path):
+    """The schema refuses it (a recipe validation error, exit 2) before any task is built."""
+    import yaml
 
-    with pytest.raises(UserError, match="task.prompt_template"):
-        _task("basic_arithmetic", prompt_template=template)
+    from rlvr_cli.errors import UserError
+    from rlvr_cli.recipe.load import load_recipe
+
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"extends": "grpo", "task": {"name": "reasoning_gym", "dataset": "basic_arithmetic",
+                                                                "prompt_template": template}}))
+    with pytest.raises(UserError, match="prompt_template"):
+        load_recipe(str(path))

@@ -23,7 +23,7 @@ import rlvr_cli.train.rl as rl
 import rlvr_cli.train.sources as sources
 from rlvr_cli.metrics import METRICS
 from rlvr_cli.recipe.load import load_recipe
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 from conftest import interrupted_at_step, tiny_run
 

@@ -16,7 +16,7 @@ from rlvr_cli.train import sources
 from rlvr_cli.train.parallel import check_settings
 from rlvr_cli.train.policy_versions import trainable_tensors, weights_swapped
 from rlvr_cli.train.rl import train_rl
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 from conftest import interrupted_at_step, tiny_run, write_word_llama  # tests/conftest.py
 

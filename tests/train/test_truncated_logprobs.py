@@ -7,7 +7,7 @@ import pytest
 
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.rl import train_rl
-from rlvr_cli.train.rundir import RunDir
+from rlvr_cli.train.run_writer import RunDir
 
 from conftest import tiny_run  # tests/conftest.py
 
