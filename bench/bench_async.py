@@ -29,13 +29,10 @@ Not a test: the figures depend on the machine and its load.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -53,27 +50,19 @@ PHASES = ("time_sample_s", "time_verify_s", "time_ref_s", "time_update_s", "time
 
 def run(recipe: str, sets: list[str]) -> tuple[list[float], list[dict]]:
     """Train one arm; (wall seconds of each step, its metrics rows)."""
-    import rlvr_cli.train.loop as loop
-    import rlvr_cli.train.rl as rl
+    from quiet_train import train_quietly
     from rlvr_cli.recipe.load import load_recipe
     from rlvr_cli.train.run_writer import RunDir
 
     r = load_recipe(recipe, ["eval.every=0", "eval.at_start=false", "checkpoint.every=0", *sets])
     ends: list[float] = []
-    real_append, real_eval = RunDir.append_metrics, loop.eval_and_record
+    real_append = RunDir.append_metrics
 
     def timed_append(self, row):
         ends.append(time.perf_counter())
         return real_append(self, row)
 
-    RunDir.append_metrics, loop.eval_and_record = timed_append, (lambda *a, **k: None)
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                rl.train_rl(r, os.path.join(d, "run"))
-            rows = RunDir(os.path.join(d, "run")).read_metrics()
-    finally:
-        RunDir.append_metrics, loop.eval_and_record = real_append, real_eval
+    rows = train_quietly(r, RunDir, "append_metrics", timed_append)
     return [b - a for a, b in zip(ends, ends[1:])], rows
 
 

@@ -31,12 +31,9 @@ Not a test: the figures depend on the machine and its load.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -48,15 +45,14 @@ MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 
 def run(recipe: str, steps: int, overrides: list[str], profile_from: int | None = None):
     """Train ``steps`` steps (no eval, no checkpoints); the metrics rows and a profiler over steps >= profile_from."""
-    import rlvr_cli.train.loop as loop
     import rlvr_cli.train.rl as rl
+    from quiet_train import train_quietly
     from rlvr_cli.recipe.load import load_recipe
-    from rlvr_cli.train.run_writer import RunDir
 
     r = load_recipe(recipe, [f"steps={steps}", "eval.every=0", "eval.at_start=false", "checkpoint.every=0",
                              *overrides])
     prof = torch.profiler.profile() if profile_from else None
-    real_step, real_eval = rl._train_step, loop.eval_and_record
+    real_step = rl._train_step
 
     def step(session, task, scorer, reference, source, n):
         if prof is not None and n == profile_from:
@@ -67,14 +63,7 @@ def run(recipe: str, steps: int, overrides: list[str], profile_from: int | None 
             if prof is not None and n == steps:
                 prof.__exit__(None, None, None)
 
-    rl._train_step, loop.eval_and_record = step, (lambda *a, **k: None)
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                rl.train_rl(r, os.path.join(d, "run"))
-            rows = RunDir(os.path.join(d, "run")).read_metrics()
-    finally:
-        rl._train_step, loop.eval_and_record = real_step, real_eval
+    rows = train_quietly(r, rl, "_train_step", step)
     return r, rows, prof
 
 
