@@ -54,11 +54,12 @@ def run(recipe: str, steps: int, overrides: list[str], profile_from: int | None 
     prof = torch.profiler.profile() if profile_from else None
     real_step = rl._train_step
 
-    def step(session, task, scorer, reference, source, n):
+    def step(*args):  # rl._train_step(..., step): the step number comes last
+        n = args[-1]
         if prof is not None and n == profile_from:
             prof.__enter__()
         try:
-            return real_step(session, task, scorer, reference, source, n)
+            return real_step(*args)
         finally:
             if prof is not None and n == steps:
                 prof.__exit__(None, None, None)
