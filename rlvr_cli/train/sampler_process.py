@@ -276,8 +276,11 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     warnings.simplefilter("ignore")  # loading the policy warns as it did in the trainer: said once is enough
     conn = Connection(fd)
-    inbox = Inbox(conn)
+    import torch  # noqa: F401 - before the inbox's thread unpickles tensors: two threads importing torch at once break it
+
     from rlvr_cli.errors import UserError
+
+    inbox = Inbox(conn)
 
     try:
         serve(inbox.wait_config(), inbox, conn)
