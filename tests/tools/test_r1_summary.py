@@ -40,3 +40,16 @@ def test_stages_are_paired_by_prompt_with_a_verdict_and_provenance(tmp_path):
     assert "`4_sft` against `2_rl`: **not distinguishable at this budget**, pass@1 +0.000" in text
     assert "`5_rl`" not in text.split("Each stage")[1]  # a missing stage is skipped, not paired
     assert "starts from builtin:tiny-init (base weights blake2b:feed); code revision: abc123def456." in text
+
+
+def test_a_stage_rerun_on_another_seed_is_paired_against_the_stage_it_starts_from(tmp_path):
+    runs = tmp_path / "runs"
+    _stage(runs, "1_cold_start", [0] * 40)
+    _stage(runs, "2_rl", [4] * 40)
+    _stage(runs, "4_sft", [4] * 40)
+    _stage(runs, "2_rl-seed3", [4] * 40)  # against 1_cold_start (its start): better; against 4_sft it would be level
+    _module().main(runs, tmp_path / "out")
+    rerun = (tmp_path / "out" / "summary.md").read_text().split("training seed 3, which no stage above uses")[1]
+    assert "| RL (GRPO) from the cold start, training seed 3 | `2_rl-seed3` | 10 | 1.000 |" in rerun
+    assert "`2_rl-seed3` against `1_cold_start`: **better**, pass@1 +1.000" in rerun
+    assert "5_rl-seed3" not in rerun  # a re-run not made is left out
