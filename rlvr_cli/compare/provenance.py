@@ -7,6 +7,9 @@ code. Per run, from what its directory holds:
   ``sha256:<hex>`` of ``checkpoints/step_0/model.safetensors`` when the run kept a step-0 checkpoint;
   otherwise the eval files' ``weights`` field (``rlvr eval`` records carry it); else None (unknown).
 - ``git_commit``: run.json's ``git_commit`` (the trainer records it); None when absent.
+- ``code``: run.json's fingerprint ``code``, the digest of the package's source. Commits that differ only
+  outside the package (a write-up, a benchmark committed while a sweep ran) run the same code: the
+  summary then names every commit and the one package digest instead of calling the revisions different.
 - ``model``: the recipe's ``model.name`` (a name, not a fingerprint: a model of that name can change
   between revisions, which is why the hash matters).
 - ``task_data``, ``numerics``, ``torch``: from run.json's ``fingerprint`` (:mod:`rlvr_cli.train.fingerprint`):
@@ -42,14 +45,14 @@ def run_provenance(run: Run) -> dict:
     changes = info.get("fingerprint_changes")
     out = {"base_weights": weights, "git_commit": commit if isinstance(commit, str) else None,
            "model": model if isinstance(model, str) else None}
-    out.update({key: fp.get(key) if isinstance(fp.get(key), str) else None for key in CONDITIONS})
+    out.update({key: fp.get(key) if isinstance(fp.get(key), str) else None for key in (*CONDITIONS, "code")})
     out["changed"] = bool(changes) if isinstance(changes, list) else False
     return out
 
 
 CONDITIONS = ("task_data", "numerics", "torch")
 """The fingerprint fields besides the base weights and the code that `rlvr compare` reports."""
-FIELDS = ("base_weights", "git_commit", "model", *CONDITIONS)
+FIELDS = ("base_weights", "git_commit", "model", "code", *CONDITIONS)
 
 
 def summarize(per_run: dict[str, dict]) -> dict:
@@ -72,7 +75,7 @@ def sentence(prov: dict) -> str:
         return head + unknown
 
     parts = [part(prov["model"], "Base model"), part(prov["base_weights"], "base weights"),
-             part(prov["git_commit"], "code revision", lambda c: c[:12])]
+             _revision(prov, part)]
     for key, what in (("task_data", "task data"), ("numerics", "CPU numerics"), ("torch", "torch")):
         if key in prov:  # summaries written before fingerprints lack them
             parts.append(part(prov[key], what))
@@ -80,6 +83,15 @@ def sentence(prov: dict) -> str:
     if prov.get("changed"):
         text += f" Resumed under other conditions (run.json fingerprint_changes): {', '.join(prov['changed'])}."
     return text
+
+
+def _revision(prov: dict, part) -> str:
+    """The code revision; several commits whose runs all recorded one package digest are one code."""
+    commits, code = prov["git_commit"], prov.get("code") or [None]
+    if len(commits) > 1 and None not in commits and len(code) == 1 and code[0] is not None:
+        return (f"code revision: {', '.join(c[:12] for c in commits)} (commits that differ only outside the "
+                f"package: the same package code {code[0][:len('blake2b:') + 16]} in every run)")
+    return part(commits, "code revision", lambda c: c[:12])
 
 
 def _sha256(path) -> str:

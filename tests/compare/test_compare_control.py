@@ -224,6 +224,23 @@ def test_provenance_says_which_conditions_differ_between_runs(tmp_path):
     assert resumed.endswith(runs[1].name) and runs[0].name not in resumed
 
 
+def test_commits_that_ran_the_same_package_code_are_one_code_and_other_code_differs(tmp_path):
+    def arms(code_b):
+        runs = [write_arm(tmp_path / code_b, "ctl", 0, a=0.6, mid=40), write_arm(tmp_path / code_b, "x", 0, a=0.6, mid=40)]
+        for run, commit, code in zip(runs, ["1111111111119999", "2222222222229999"], ["blake2b:" + "c" * 32, code_b]):
+            info = json.loads((run / "run.json").read_text())
+            (run / "run.json").write_text(json.dumps({**info, "git_commit": commit, "fingerprint": {"code": code}}))
+        compare_runs([str(r) for r in runs], tmp_path / code_b / "cmp", n_resamples=200)
+        return _summary(tmp_path / code_b / "cmp")
+
+    summary, md = arms("blake2b:" + "c" * 32)  # a write-up committed mid-sweep: two commits, one package
+    assert summary["provenance"]["code"] == ["blake2b:" + "c" * 32]
+    assert ("code revision: 111111111111, 222222222222 (commits that differ only outside the package: the "
+            "same package code blake2b:cccccccccccccccc in every run)") in md and "DIFFER" not in md
+    _, md = arms("blake2b:" + "d" * 32)  # the package changed between the runs
+    assert "code revision DIFFER between runs: 111111111111, 222222222222" in md
+
+
 def test_paths_inside_the_working_directory_are_recorded_relative(tmp_path, monkeypatch):
     runs = [write_arm(tmp_path, "ctl", 0, a=0.6, mid=40), write_arm(tmp_path, "x", 0, a=0.6, mid=40)]
     monkeypatch.chdir(tmp_path)
