@@ -48,9 +48,12 @@ def test_default_jobs_fill_this_machine_locally_and_ask_ray_for_every_run():
 
 def _sleeper() -> subprocess.Popen:
     """A process group of two sleeping processes (a run and its child, as torchrun and its ranks)."""
-    return subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"],
-                            start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                             "print('ready', flush=True); time.sleep(60)"],
+                            start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"  # a signal now finds it asleep, not half started
+    return proc
 
 
 def _group_gone(pgid: int, timeout: float) -> bool:
