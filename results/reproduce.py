@@ -115,6 +115,10 @@ def main(args: list[str] | None = None) -> int:
             rc = subprocess.run([sys.executable, "-m", "rlvr_cli", *argv], cwd=ROOT, env=env).returncode
             if rc != 0:
                 return rc
+        if "staleness/real" in chosen(EXPERIMENTS) and not a.dry_run:  # its runs as one figure: pass@1 against time
+            cmd = [sys.executable, "results/staleness_tradeoff.py"]
+            print(f"== {shlex.join(cmd)}", flush=True)
+            return subprocess.run(cmd, cwd=ROOT, env=env).returncode
         return 0
     finally:
         shutil.rmtree(env["PATH"].split(os.pathsep, 1)[0], ignore_errors=True)
