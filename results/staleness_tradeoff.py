@@ -18,18 +18,28 @@ from pathlib import Path
 
 
 def curve(run: Path) -> list[tuple[int, float, float]]:
-    """(step, training seconds up to that step, pass@1) at every evaluated step of one run."""
+    """(step, training seconds up to that step, pass@1) at every evaluated step of one run: metrics.jsonl
+    read by rlvr's one reader (a torn line is skipped and named on stderr), an eval file that cannot be read
+    or has no pass@1 left out with its name."""
+    from rlvr_cli.run_files import eval_files, read_metrics
+
+    log = read_metrics(run)
+    for problem in log.problems:
+        print(f"{run.name}: {problem}", file=sys.stderr)
     seconds, total = {0: 0.0}, 0.0
-    for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line) if line.strip() else {}
-        if isinstance(row.get("step"), int) and isinstance(row.get("step_time_s"), (int, float)):
+    for row in sorted(log.rows, key=lambda r: r["step"]):
+        if isinstance(row.get("step_time_s"), (int, float)):
             total += row["step_time_s"]
             seconds[row["step"]] = total
     points = []
-    for f in sorted((run / "eval").glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1])):
-        step = int(f.stem.split("_")[1])
+    for step, f in eval_files(run):
+        try:
+            p1 = float(json.loads(f.read_text(encoding="utf-8"))["pass_at_k"]["1"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"{run.name}: {f.name} left out ({type(e).__name__}: {e})", file=sys.stderr)
+            continue
         if step in seconds:
-            points.append((step, seconds[step], json.loads(f.read_text(encoding="utf-8"))["pass_at_k"]["1"]))
+            points.append((step, seconds[step], p1))
     return points
 
 

@@ -3,22 +3,13 @@ does not use."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("inference_compute", ROOT / "results" / "inference_compute.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+import inference_compute  # results/inference_compute.py (tests/tools/conftest.py puts results/ on the path)
 
 
 def test_every_protocol_is_judged_on_the_tables_seed_and_again_on_an_unseen_one(tmp_path, monkeypatch):
-    mod = _module()
     seen = []
 
     def fake_eval(cmd, check, capture_output):
@@ -33,12 +24,12 @@ def test_every_protocol_is_judged_on_the_tables_seed_and_again_on_an_unseen_one(
                "per_prompt": [{"id": f"p{i}", "correct": c} for i in range(40)], "per_prompt_majority": [c > 2] * 40}
         Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps(rec))
 
-    monkeypatch.setattr(mod.subprocess, "run", fake_eval)
-    monkeypatch.setattr(mod, "provenance", lambda model: "Provenance: test.")
-    mod.main("builtin:tiny", str(tmp_path))
+    monkeypatch.setattr(inference_compute.subprocess, "run", fake_eval)
+    monkeypatch.setattr(inference_compute, "provenance", lambda model: "Provenance: test.")
+    inference_compute.main("builtin:tiny", str(tmp_path))
     text = (tmp_path / "summary.md").read_text()
-    table_seed, unseen = text.split(f"every row sampled with seed {mod.UNSEEN_SEED}")
+    table_seed, unseen = text.split(f"every row sampled with seed {inference_compute.UNSEEN_SEED}")
     assert table_seed.count("**worse**") == 5  # plain all right, every protocol all wrong: McNemar 40 vs 0
     assert unseen.count("**not distinguishable at this budget**") == 5  # on the other seed nothing is right
-    assert sum("--seed" in c for c in seen) == len(mod.PROTOCOLS) and len(seen) == 2 * len(mod.PROTOCOLS)
-    assert f"--seed {mod.UNSEEN_SEED} --out RECORD.json" in text
+    assert sum("--seed" in c for c in seen) == len(inference_compute.PROTOCOLS) and len(seen) == 2 * len(inference_compute.PROTOCOLS)
+    assert f"--seed {inference_compute.UNSEEN_SEED} --out RECORD.json" in text

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+import r1_summary  # results/r1_summary.py (tests/tools/conftest.py puts results/ on the path)
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location("r1_summary", ROOT / "results" / "r1_summary.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _stage(runs: Path, name: str, correct: list[int], n: int = 4) -> None:
@@ -33,7 +26,7 @@ def test_stages_are_paired_by_prompt_with_a_verdict_and_provenance(tmp_path):
     _stage(runs, "1_cold_start", [0] * 40)
     _stage(runs, "2_rl", [4] * 40)   # every prompt goes from 0/4 to 4/4: better, McNemar 0 vs 40
     _stage(runs, "4_sft", [4] * 40)  # no change: not distinguishable
-    _module().main(runs, tmp_path / "out")
+    r1_summary.main(runs, tmp_path / "out")
     text = (tmp_path / "out" / "summary.md").read_text()
     assert "`2_rl` against `1_cold_start`: **better**, pass@1 +1.000 [+1.000, +1.000]" in text
     assert "0 prompts right only before vs 40 only after, p = 1.8e-12" in text  # 2 * 0.5**40
@@ -48,7 +41,7 @@ def test_a_stage_rerun_on_another_seed_is_paired_against_the_stage_it_starts_fro
     _stage(runs, "2_rl", [4] * 40)
     _stage(runs, "4_sft", [4] * 40)
     _stage(runs, "2_rl-seed3", [4] * 40)  # against 1_cold_start (its start): better; against 4_sft it would be level
-    _module().main(runs, tmp_path / "out")
+    r1_summary.main(runs, tmp_path / "out")
     rerun = (tmp_path / "out" / "summary.md").read_text().split("training seed 3, which no stage above uses")[1]
     assert "| RL (GRPO) from the cold start, training seed 3 | `2_rl-seed3` | 10 | 1.000 |" in rerun
     assert "`2_rl-seed3` against `1_cold_start`: **better**, pass@1 +1.000" in rerun

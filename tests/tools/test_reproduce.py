@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import reproduce  # results/reproduce.py (tests/tools/conftest.py puts results/ on the path)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load():
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "results" / "reproduce.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_every_experiment_is_a_spec_and_the_command_passes_the_options_on():
-    mod = load()
     specs = {str(p.parent.relative_to(ROOT / "results")) for p in (ROOT / "results").rglob("sweep.yaml")}
-    assert sorted([*mod.EXPERIMENTS, *mod.AFTER]) == sorted(specs)  # every results/ directory, one command
-    argv = mod.command(["kl"], ["r1"], 3, 2, ["steps=5"], True, False, False)
+    assert sorted([*reproduce.EXPERIMENTS, *reproduce.AFTER]) == sorted(specs)  # every results/ directory, one command
+    argv = reproduce.command(["kl"], ["r1"], 3, 2, ["steps=5"], True, False, False)
     assert argv == ["sweep", "results/kl/sweep.yaml", "--jobs", "3", "--script", "r1=bash results/r1_pipeline.sh",
                     "--threads", "2", "--set", "steps=5", "--dry-run", "--no-continue", "--no-fork-server"]
 
@@ -44,7 +37,7 @@ def test_the_dry_run_plans_every_run_and_an_unknown_name_exits_2():
 
 
 def test_scripts_call_this_checkouts_rlvr_and_python():
-    env = load().checkout_env()
+    env = reproduce.checkout_env()
     out = subprocess.run(["sh", "-c", "command -v rlvr && rlvr --help >/dev/null && python -c 'import rlvr_cli' "
                                       "&& echo ok"], env=env, capture_output=True, text=True, cwd="/")
     assert out.stdout.splitlines()[-1] == "ok", out.stderr
