@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-import r1_summary  # results/r1_summary.py (tests/tools/conftest.py puts results/ on the path)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "results"))  # the scripts are files, not a package
+import r1_summary  # noqa: E402  results/r1_summary.py
 
 
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import reproduce  # results/reproduce.py (tests/tools/conftest.py puts results/ on the path)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "results"))  # the scripts are files, not a package
+import reproduce  # noqa: E402  results/reproduce.py
 
 ROOT = Path(__file__).resolve().parents[2]
 

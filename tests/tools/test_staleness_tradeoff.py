@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-import staleness_tradeoff  # results/staleness_tradeoff.py (tests/tools/conftest.py puts results/ on the path)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "results"))  # the scripts are files, not a package
+import staleness_tradeoff  # noqa: E402  results/staleness_tradeoff.py
 
 
 def _run(root: Path, name: str, step_times: list[float], evals: dict[int, float]) -> None:
