@@ -15,7 +15,7 @@ import torch
 
 from rlvr_cli.train.objective import LossInputs
 from rlvr_cli.train.packing import Packed, length_sorted_chunks, pack, response_logprobs
-from rlvr_cli.train.rollout import Group
+from rlvr_cli.train.rollouts.collect import Group
 
 
 @dataclass

@@ -22,7 +22,7 @@ import torch
 from rlvr_cli.algo.is_correction import is_correction_weights
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train.batch import Batch
-from rlvr_cli.train.rollout import sample_autocast
+from rlvr_cli.train.rollouts.collect import sample_autocast
 from rlvr_cli.train.step_stats import batch_mismatch_stats
 
 

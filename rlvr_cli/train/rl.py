@@ -3,7 +3,8 @@
 One step (:func:`_train_step`):
   1. rollouts: P prompts x G responses, scored (true-verifier accuracy always computed), with DAPO
      dynamic sampling when on, gathered once into a :class:`~.batch.Batch`, sampled by the current
-     policy or, under ``rollout.staleness``, an older one (its lag logged) -> :mod:`.sources`, :mod:`.rollout`
+     policy or, under ``rollout.staleness``, an older one (its lag logged)
+                                                              -> :mod:`.rollouts.sources`, :mod:`.rollouts.collect`
   2. pi_old's log-probs (the sampler's when its numerics match, else recomputed: under staleness the
      proximal policy) and the reference's (when KL is in the objective; when it is only tracked, every
      `kl.track_every` steps)                                   -> :mod:`.policies`
@@ -69,7 +70,7 @@ from rlvr_cli.train.reference import AdapterDisabled, is_lora
 from rlvr_cli.train.off_policy import apply_off_policy, off_policy_metrics
 from rlvr_cli.train.policies import old_logprob_source, step_logprobs
 from rlvr_cli.train.session import Session, open_session
-from rlvr_cli.train.sources import RolloutSource, rollout_source
+from rlvr_cli.train.rollouts.sources import RolloutSource, rollout_source
 from rlvr_cli.train.step_stats import (
     UpdateStats, batch_metrics, no_groups_metrics, rollout_metrics, sample_rows, timing,
 )

@@ -24,7 +24,7 @@ from rlvr_cli.algo.policy_loss import SurrogateOut
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train.batch import Batch
 from rlvr_cli.train.objective import TokenSelection
-from rlvr_cli.train.rollout import Group, RolloutStats
+from rlvr_cli.train.rollouts.collect import Group, RolloutStats
 
 SAMPLES_LOGGED = 4
 """Groups written to samples/step_N.jsonl at each evaluation step (for reading, not analysis)."""

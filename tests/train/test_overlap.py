@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import rlvr_cli.train.rl as rl
-import rlvr_cli.train.sources as sources
+import rlvr_cli.train.rollouts.sources as sources
 from rlvr_cli.metrics import METRICS
 from rlvr_cli.recipe.load import load_recipe
 from rlvr_cli.train.run_writer import RunDir

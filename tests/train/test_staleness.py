@@ -12,9 +12,9 @@ import torch
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.recipe.load import load_recipe
-from rlvr_cli.train import sources
+from rlvr_cli.train.rollouts import sources
 from rlvr_cli.train.parallel import check_settings
-from rlvr_cli.train.policy_versions import trainable_tensors, weights_swapped
+from rlvr_cli.train.rollouts.policy_versions import trainable_tensors, weights_swapped
 from rlvr_cli.train.rl import train_rl
 from rlvr_cli.train.run_writer import RunDir
 

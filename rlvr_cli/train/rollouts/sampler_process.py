@@ -1,10 +1,10 @@
-"""The sampler process of the overlapped trainer: ``python -m rlvr_cli.train.sampler_process FD PARENT_PID``.
+"""The sampler process of the overlapped trainer: ``python -m rlvr_cli.train.rollouts.sampler_process FD PARENT_PID``.
 
-Started by :class:`rlvr_cli.train.overlap.OverlappedSource` with one end of a socket pair as file
+Started by :class:`rlvr_cli.train.rollouts.overlap.OverlappedSource` with one end of a socket pair as file
 descriptor FD. It holds its own copy of the policy, samples and scores (the verifier pool runs here)
 the batches of the steps ahead of the trainer, and sends each back as it is done; the trainer sends
 the policy's trainable tensors after every step, tagged with their version
-(:mod:`~rlvr_cli.train.policy_versions`: the adapter's only for a LoRA policy). Which version samples
+(:mod:`~rlvr_cli.train.rollouts.policy_versions`: the adapter's only for a LoRA policy). Which version samples
 which step is the plan's choice (:class:`Plan`): at fixed staleness k exactly version max(0, t-1-k)
 for step t, so that the batches are those the trainer's in-process lag samples.
 
@@ -95,7 +95,7 @@ class SamplerConfig:
 
 @dataclass
 class SamplerSession:
-    """What :func:`rlvr_cli.train.rollout.collect_rollouts` reads of a trainer session, in the sampler."""
+    """What :func:`rlvr_cli.train.rollouts.collect.collect_rollouts` reads of a trainer session, in the sampler."""
 
     recipe: object
     model: object
@@ -226,8 +226,8 @@ def serve(cfg: SamplerConfig, inbox: Inbox, conn) -> None:
 
     from rlvr_cli.rewards import Scorer
     from rlvr_cli.tasks import build_task
-    from rlvr_cli.train.policy_versions import load_tensors
-    from rlvr_cli.train.rollout import collect_rollouts
+    from rlvr_cli.train.rollouts.policy_versions import load_tensors
+    from rlvr_cli.train.rollouts.collect import collect_rollouts
 
     torch.set_num_threads(cfg.threads)
     r = cfg.recipe

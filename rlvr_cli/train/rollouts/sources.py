@@ -27,9 +27,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.train.overlap import OverlappedSource
-from rlvr_cli.train.policy_versions import trainable_tensors, weights_swapped
-from rlvr_cli.train.rollout import Rollouts, collect_rollouts
+from rlvr_cli.train.rollouts.overlap import OverlappedSource
+from rlvr_cli.train.rollouts.policy_versions import trainable_tensors, weights_swapped
+from rlvr_cli.train.rollouts.collect import Rollouts, collect_rollouts
 
 
 class RolloutSource(Protocol):

@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 
 from rlvr_cli.errors import RunFailed, UserError
-from rlvr_cli.train.policy_versions import trainable_tensors
-from rlvr_cli.train.rollout import Rollouts
-from rlvr_cli.train.sampler_process import EXIT_GRACE_S, Plan, SamplerConfig, pack, receive
+from rlvr_cli.train.rollouts.policy_versions import trainable_tensors
+from rlvr_cli.train.rollouts.collect import Rollouts
+from rlvr_cli.train.rollouts.sampler_process import EXIT_GRACE_S, Plan, SamplerConfig, pack, receive
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 """The directory holding this rlvr_cli: the sampler process imports the trainer's own code."""
@@ -112,7 +112,7 @@ class OverlappedSource:
         ours, theirs = socket.socketpair()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rlvr_cli.train.sampler_process", str(theirs.fileno()), str(os.getpid())],
+            [sys.executable, "-m", "rlvr_cli.train.rollouts.sampler_process", str(theirs.fileno()), str(os.getpid())],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
         )
         theirs.close()
