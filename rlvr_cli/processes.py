@@ -1,5 +1,6 @@
 """Worker processes that cannot outlive or outgrow their purpose: the few system calls the verifier
-pool and the chat-template renderer share (standard library only: anything may import it)."""
+pool, the chat-template renderer and the overlapped trainer's sampler process share (standard library
+only: anything may import it)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,21 @@ import signal
 import subprocess
 
 
-def die_with_parent() -> None:
-    """Ask the kernel to kill this process when its parent dies (Linux ``PR_SET_PDEATHSIG``; elsewhere a
-    no-op), so that a worker stuck in C code never outlives the command that started it."""
+def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> None:
+    """Ask the kernel to send this process ``sig`` when its parent dies (Linux ``PR_SET_PDEATHSIG``;
+    elsewhere a no-op), so that a worker stuck in C code never outlives the command that started it.
+
+    ``parent``: the pid the parent passed down; if this process's parent is already another (the parent
+    died before the request was made, and the process was re-parented), exit now with status 1.
+    """
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass
+        pass  # elsewhere the caller's own end-of-input check stops it
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
 
 
 def limit_address_space(soft_bytes: int) -> None:

@@ -39,7 +39,7 @@ from rlvr_cli.algo.length_control import length_controlled_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.errors import UserError
 from rlvr_cli.keyed_random import row_keys, stream_key
-from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
+from rlvr_cli.models import dtype_named, load_model, resolve_device, trainer_autocast
 from rlvr_cli.models.notes import model_notes
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import ScoreItem, Scorer
@@ -52,7 +52,6 @@ SILENT_WARN = 0.5
 """Share of groups without spread (or signal) from which the doctor warns: half the batch then trains nothing."""
 LENGTH_SAMPLE = 256
 """Training prompts drawn, beside the sampled ones and the evaluation's, to look for prompts longer than the context."""
-AMP = {"none": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -105,10 +104,9 @@ def diagnose(recipe: Recipe, num_prompts: int = 8) -> Diagnosis:
     device = resolve_device(recipe.device)
     model, tok, _ = load_model(recipe.model.name, device, recipe.model.dtype)
     model.eval()
-    _, amp = weights_and_autocast(recipe.model.dtype, device)
-    amp = amp if recipe.model.autocast == "auto" else AMP[recipe.model.autocast]
+    amp = trainer_autocast(recipe.model.dtype, recipe.model.autocast, device)
     ro, g = recipe.rollout, recipe.rollout.group_size
-    amp = AMP[ro.sample_autocast] if ro.sample_autocast != "none" else amp
+    amp = dtype_named(ro.sample_autocast) if ro.sample_autocast != "none" else amp
     problems = task.train_problems(stream_key(recipe.seed, 1, "prompts", 0).rng(), num_prompts)
     prompt_ids = [encode_prompt(tok, task, p) for p in problems]
     limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)

@@ -87,6 +87,16 @@ def resolve_device(device: str = "auto", flag: str = "device") -> torch.device:
     return dev
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+"""The one map from a dtype's name in a recipe (``model.dtype``, ``model.autocast``,
+``rollout.sample_autocast``) to torch's; a recipe's ``none`` is no autocast (:func:`dtype_named`)."""
+
+
+def dtype_named(name: str) -> torch.dtype | None:
+    """The torch dtype a recipe names (:data:`DTYPES`); None for ``none`` (no autocast)."""
+    return None if name == "none" else DTYPES[name]
+
+
 def weights_and_autocast(dtype: str, device: torch.device) -> tuple[torch.dtype, torch.dtype | None]:
     """(weight dtype, autocast dtype) for a recipe's ``model.dtype`` on a device.
 
@@ -95,7 +105,13 @@ def weights_and_autocast(dtype: str, device: torch.device) -> tuple[torch.dtype,
     """
     if dtype == "auto":
         return torch.float32, (torch.bfloat16 if device.type == "cuda" else None)
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype], None
+    return DTYPES[dtype], None
+
+
+def trainer_autocast(dtype: str, autocast: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of the trainer's passes (sampling, log-probs, update): ``model.autocast`` when
+    set, else what ``model.dtype`` implies on ``device`` (:func:`weights_and_autocast`)."""
+    return weights_and_autocast(dtype, device)[1] if autocast == "auto" else dtype_named(autocast)
 
 
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",), ("spiece.model",),

@@ -17,7 +17,7 @@ import yaml
 from rlvr_cli import dist
 from rlvr_cli.errors import UserError
 from rlvr_cli.evaluation.cache import weights_digest
-from rlvr_cli.models import load_model, resolve_device, weights_and_autocast
+from rlvr_cli.models import load_model, resolve_device, trainer_autocast
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train.optim import build_optimizer, build_scheduler
@@ -293,9 +293,7 @@ def open_session(
     ckpt = resumed.ckpt if resumed else None
 
     device = resolve_device(device_name)
-    _, autocast_dtype = weights_and_autocast(recipe.model.dtype, device)
-    if recipe.model.autocast != "auto":
-        autocast_dtype = {"none": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[recipe.model.autocast]
+    autocast_dtype = trainer_autocast(recipe.model.dtype, recipe.model.autocast, device)
     lora = recipe.model.lora
     model_ref = str(ckpt[1]) if ckpt and lora is None else recipe.model.name
     model, tokenizer, resolved = load_model(model_ref, device, recipe.model.dtype)

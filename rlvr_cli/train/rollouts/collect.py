@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 import torch
 
 from rlvr_cli.keyed_random import row_keys, stream_key
+from rlvr_cli.models import dtype_named
 from rlvr_cli.rewards import ScoreItem
 from rlvr_cli.sampling import SamplingOptions, TokenSupport, generate
 from rlvr_cli.tasks import Problem, encode_prompt
+from rlvr_cli.train.rollouts.lag import policy_lag
 from rlvr_cli import dist
 
 
@@ -83,21 +85,19 @@ class Rollouts:
     """The kept groups (as :func:`collect_rollouts` returns them)."""
     stats: RolloutStats
     policy_version: int
-    """Optimiser steps the sampling weights had seen: step - 1 on-policy, max(0, step - 1 - k) at a fixed lag k."""
+    """Optimiser steps the sampling weights had seen: step - 1 on-policy, max(0, step - 1 - k) at a fixed lag k
+    (:func:`~.lag.sampling_version`)."""
 
     def lag(self, step: int) -> int:
         """Steps between the policy that sampled this batch and the one that trains on it at ``step``."""
-        return step - 1 - self.policy_version
-
-
-SAMPLE_AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+        return policy_lag(step, self.policy_version)
 
 
 def sample_autocast(recipe, session) -> torch.dtype | None:
     """The autocast dtype of the sampling pass: ``rollout.sample_autocast`` when set (a deliberate
     sampler/trainer mismatch, as a bf16 inference engine beside a float32 trainer), else the trainer's."""
     choice = recipe.rollout.sample_autocast
-    return SAMPLE_AUTOCAST[choice] if choice != "none" else session.autocast_dtype
+    return dtype_named(choice) if choice != "none" else session.autocast_dtype
 
 
 def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], RolloutStats]:

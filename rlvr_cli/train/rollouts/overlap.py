@@ -33,6 +33,7 @@ import torch
 from rlvr_cli.errors import RunFailed, UserError
 from rlvr_cli.train.rollouts.policy_versions import trainable_tensors
 from rlvr_cli.train.rollouts.collect import Rollouts
+from rlvr_cli.train.rollouts.lag import policy_lag
 from rlvr_cli.train.rollouts.sampler_process import EXIT_GRACE_S, Plan, SamplerConfig, pack, receive
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -164,7 +165,7 @@ class OverlappedSource:
         while True:
             msg = self.early.pop(step, None) or self._batch(step)
             _, _, version, groups, stats, times = msg
-            if step - 1 - version <= self.plan.staleness:  # always, but under bounded `drop`
+            if policy_lag(step, version) <= self.plan.k:  # always, but under bounded `drop`
                 break
             dropped += 1
             self._send(("resample", step), step)

@@ -36,6 +36,9 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 
+from rlvr_cli.processes import die_with_parent
+from rlvr_cli.train.rollouts.lag import sampling_version
+
 EXIT_GRACE_S = 5.0
 """Seconds between the request to stop (SIGTERM) and the hard exit, if the main thread is stuck in C code."""
 
@@ -44,15 +47,17 @@ EXIT_GRACE_S = 5.0
 class Plan:
     """Which policy version samples which step (versions: the weights after that many steps).
 
-    ``fixed``: step t uses exactly version max(0, t-1-k), waiting for it (k = ``staleness``); the
-    batches are the in-process lag's, bit for bit. ``bounded``: step t uses the newest version the
+    ``fixed``: step t uses exactly version max(0, t-1-k) (:func:`~.lag.sampling_version`; k =
+    ``rollout.staleness.max``), waiting for it; the batches are the in-process lag's, bit for bit.
+    ``bounded``: step t uses the newest version the
     sampler holds once it holds one of at least t-1-k (``wait``), or whatever it holds (``drop``: the
     trainer drops a batch older than that and the step is sampled again); which version depends on
     timing, so such runs are not reproducible.
     """
 
     mode: str = "fixed"
-    staleness: int = 1
+    k: int = 1
+    """``rollout.staleness.max``: the largest lag."""
     strategy: str = "wait"
 
     @classmethod
@@ -61,7 +66,8 @@ class Plan:
         return cls(spec.mode, spec.max, spec.strategy)
 
     def oldest(self, step: int) -> int:
-        return max(0, step - 1 - self.staleness)
+        """The oldest version that may sample ``step`` (the one a fixed plan samples it with)."""
+        return sampling_version(step, self.k)
 
     def version_for(self, step: int, held: list[int]) -> int | None:
         """The version to sample ``step`` with among the ``held`` ones (ascending), or None to wait for another."""
@@ -75,9 +81,9 @@ class Plan:
 
     def ahead(self, step: int, taken: int) -> bool:
         """Whether ``step`` may be sampled while the trainer has taken the batches up to ``taken``: at
-        most ``staleness`` batches wait beyond the one in training (one more under ``drop``, which never
+        most k batches wait beyond the one in training (one more under ``drop``, which never
         waits for weights)."""
-        return step <= taken + self.staleness + (self.mode == "bounded" and self.strategy == "drop")
+        return step <= taken + self.k + (self.mode == "bounded" and self.strategy == "drop")
 
 
 @dataclass(frozen=True)
@@ -195,18 +201,6 @@ def _on_sigterm(signum, frame) -> None:
     raise SystemExit(0)
 
 
-def die_with_parent(parent: int) -> None:
-    """Ask the kernel for SIGTERM when the trainer dies (Linux), and exit now if it already has."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # elsewhere the inbox's end of input stops this process
-    if os.getppid() != parent:  # died before the request was made
-        os._exit(1)
-
-
 def _policy(cfg: SamplerConfig):
     """The policy as the trainer's session builds it (the weights come from the trainer)."""
     from rlvr_cli.models import load_model
@@ -271,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     from multiprocessing.connection import Connection
 
     fd, parent = (int(x) for x in (argv if argv is not None else sys.argv[1:]))
-    die_with_parent(parent)
+    die_with_parent(signal.SIGTERM, parent)  # _on_sigterm ends it; elsewhere the inbox's end of input does
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
     warnings.simplefilter("ignore")  # loading the policy warns as it did in the trainer: said once is enough

@@ -30,6 +30,7 @@ from rlvr_cli.errors import UserError
 from rlvr_cli.train.rollouts.overlap import OverlappedSource
 from rlvr_cli.train.rollouts.policy_versions import trainable_tensors, weights_swapped
 from rlvr_cli.train.rollouts.collect import Rollouts, collect_rollouts
+from rlvr_cli.train.rollouts.lag import sampling_version
 
 
 class RolloutSource(Protocol):
@@ -81,7 +82,7 @@ class LaggedSource:
         self.newest = session.start_step
 
     def rollouts(self, step: int) -> Rollouts:
-        version = max(0, step - 1 - self.k)
+        version = sampling_version(step, self.k)
         if version == self.newest:  # the current weights (the first steps of a run, before k updates)
             groups, stats = collect_rollouts(self.session, self.task, self.scorer, step)
         else:
@@ -108,7 +109,7 @@ def resumed_versions(session, k: int, saved: dict | None) -> dict[int, dict]:
     weights. UserError when the checkpoint lacks one of them."""
     start = session.start_step
     versions: dict[int, dict] = {int(v): t for v, t in (saved or {}).get("versions", {}).items()}
-    missing = [v for v in range(max(0, start - k), start) if v not in versions]
+    missing = [v for v in range(sampling_version(start + 1, k), start) if v not in versions]
     if missing:
         raise UserError(
             f"{session.run.root}: the checkpoint of step {start} does not hold the weights of policy versions "
