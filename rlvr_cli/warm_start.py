@@ -3,7 +3,7 @@
 This module sits above both :mod:`rlvr_cli.models` (which resolves a model name to a cached directory
 and never trains) and :mod:`rlvr_cli.train` (whose SFT trainer does the build), so the layers only
 point down. The commands call :func:`ensure_built` for the models they are about to load: a shipped
-base (:data:`rlvr_cli.models.builtin.SHIPPED`) is only written out of the package; another warm start
+base (:func:`rlvr_cli.models.builtin.is_shipped`) is only written out of the package; another warm start
 is trained once per recipe version, under a file lock, so parallel runs build it once.
 :func:`rebuild` trains a shipped base again from its recipe, for `rlvr models rebuild`.
 """

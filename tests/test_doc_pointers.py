@@ -2,8 +2,10 @@
 reaches a file and, with ``#anchor``, a heading of it; every repository path written in backticks there
 exists; every ``docs/NAME.md`` (with its ``§N``, ``"Section"`` or ``#anchor``) and every ``README
 "Section"`` / ``README, NAME section`` that the package's docstrings and --help texts, the recipes,
-pyproject.toml and the tests name exists. And the README's "Where the math lives" table lists every
-module of rlvr_cli/algo/."""
+pyproject.toml and the tests name exists; every qualified Sphinx reference in the package's docstrings
+names something. The README's "Where the math lives" table lists every module of rlvr_cli/algo/, and
+its axis table names only schema fields, every knob of rollout.staleness and off_policy, and every
+reward term type."""
 
 from __future__ import annotations
 
@@ -164,3 +166,142 @@ def test_the_math_table_lists_every_algo_module():
     assert sorted(modules - listed) == [], "README 'Where the math lives' misses these rlvr_cli/algo modules"
     assert sorted(listed - modules) == [], "README 'Where the math lives' lists modules that do not exist"
     assert all((ROOT / t).is_file() for t in tested) and len(tested) >= len(modules)
+
+
+def _axis_rows() -> list[list[str]]:
+    """The README's "one field per choice" axis table: [axis, field, choices] per row."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Recipes: one field per choice", 1)[1].split("\n## ", 1)[0]
+    rows = [re.split(r"(?<!\\)\|", line.strip())[1:-1] for line in section.splitlines() if line.startswith("| ")]
+    return [[c.strip() for c in r] for r in rows if len(r) == 3 and r[1].strip().startswith("`")]
+
+
+def _schema_field(path: str):
+    """The pydantic field at a dotted recipe path (``a.b.c``; ``a.b.*``: the section ``a.b``), or None."""
+    import typing
+
+    from rlvr_cli.recipe.schema import Recipe
+
+    model, field = Recipe, None
+    for part in path.removesuffix(".*").split("."):
+        if model is None or part not in getattr(model, "model_fields", {}):
+            return None
+        field = model.model_fields[part]
+        model = next((t for t in (field.annotation, *typing.get_args(field.annotation))
+                      if isinstance(t, type) and hasattr(t, "model_fields")), None)
+    return field
+
+
+def _field_paths(cell: str) -> list[str]:
+    """The recipe paths a field cell names: `a.b.c/d/e` is a.b.c, a.b.d and a.b.e."""
+    out = []
+    for token in re.findall(r"`([\w.*/]+)`", cell):
+        first, *siblings = token.split("/")
+        out += [first, *(first.rsplit(".", 1)[0] + "." + s for s in siblings)]
+    return out
+
+
+def _reward_term_types() -> set[str]:
+    """Every ``type`` a reward term may have, from the schema's union of terms."""
+    import typing
+
+    from rlvr_cli.recipe.schema import RewardSpec
+
+    def leaves(t):
+        args = typing.get_args(t)
+        if isinstance(t, type) and hasattr(t, "model_fields"):
+            yield t
+        for a in args:
+            yield from leaves(a)
+
+    types = set()
+    for cls in leaves(RewardSpec.model_fields["terms"].annotation):
+        types |= set(typing.get_args(cls.model_fields["type"].annotation))
+    return types
+
+
+def test_every_field_of_the_axis_table_is_in_the_schema():
+    rows = _axis_rows()
+    assert len(rows) >= 15, f"the axis table was not found: {len(rows)} rows"
+    missing = [f"{axis}: {p}" for axis, fields, _ in rows for p in _field_paths(fields) if _schema_field(p) is None]
+    assert missing == [], f"README axis rows name fields the schema does not have: {missing}"
+
+
+def test_the_axis_table_has_the_staleness_off_policy_and_reward_rows_the_schema_has():
+    """rollout.staleness's every knob, off_policy's every correction, and every reward term type (the
+    user's `function` included) are in the table."""
+    import typing
+
+    from rlvr_cli.recipe.schema import OffPolicySpec, StalenessSpec
+
+    named = {p for _, fields, _ in _axis_rows() for p in _field_paths(fields)}
+    assert {f"rollout.staleness.{k}" for k in StalenessSpec.model_fields} <= named
+    assert {f"off_policy.{k}" for k in OffPolicySpec.model_fields} <= named
+    staleness = next(c for _, f, c in _axis_rows() if "rollout.staleness" in f)
+    choices = set(re.findall(r"`(\w+)`", staleness))
+    for knob in ("mode", "strategy"):
+        assert set(typing.get_args(StalenessSpec.model_fields[knob].annotation)) <= choices, knob
+    reward = next(c for _, f, c in _axis_rows() if f == "`reward.terms`")
+    types = _reward_term_types()
+    assert "function" in types and len(types) >= 10
+    assert types - set(re.findall(r"`(\w+)`", reward)) == set(), "README reward row misses these term types"
+
+
+def test_the_axis_checks_can_fail():
+    assert _schema_field("rollout.staleness.max") is not None and _schema_field("dynamic_sampling.*") is not None
+    assert _schema_field("rollout.staleness.maximum") is None and _schema_field("off_policy.m3po") is None
+    assert _field_paths("`loss.clip.eps_low/eps_high`, `kl.estimator`") == ["loss.clip.eps_low", "loss.clip.eps_high",
+                                                                            "kl.estimator"]
+
+
+def _unresolved_references(module: str, text: str) -> list[str]:
+    """The Sphinx references in ``text`` (of ``module``) that name nothing: every fully qualified one
+    (``rlvr_cli.a.b``), every relative one (``.a.b``, from the module's package) and every bare
+    ``:data:`` (a constant of the module itself)."""
+    import importlib
+
+    def resolves(name: str) -> bool:
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            try:
+                for attr in parts[i:]:
+                    obj = getattr(obj, attr)
+                return True
+            except AttributeError:
+                return False
+        return False
+
+    package = module.rsplit(".", 1)[0]
+    out = []
+    for kind, name in re.findall(r":(mod|func|class|data|meth|attr|exc):`~?([\w.]+)`", text):
+        if name.startswith("rlvr_cli."):
+            full = name
+        elif name.startswith("."):
+            level = len(name) - len(name.lstrip("."))
+            full = ".".join([*package.split(".")[:len(package.split(".")) - level + 1], name.lstrip(".")])
+        elif kind == "data":
+            full = f"{module.removesuffix('.__init__')}.{name}"
+        else:
+            continue  # a bare method or attribute of the class the docstring is in
+        if not resolves(full):
+            out.append(f":{kind}:`{name}`")
+    return out
+
+
+@pytest.mark.parametrize("source", sorted((ROOT / "rlvr_cli").rglob("*.py")), ids=_rel)
+def test_every_qualified_docstring_reference_names_something(source):
+    parts = source.relative_to(ROOT).with_suffix("").parts
+    module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    if parts[-1] == "__init__":
+        module += ".__init__"  # relative references count from the package itself
+    assert _unresolved_references(module, source.read_text(encoding="utf-8")) == []
+
+
+def test_an_unresolved_reference_is_caught():
+    text = ":data:`rlvr_cli.models.builtin.SHIPPED`, :func:`~.lag.sampling_version`, :data:`NOPE`, :meth:`start`"
+    assert _unresolved_references("rlvr_cli.train.rollouts.sources", text) == [
+        ":data:`rlvr_cli.models.builtin.SHIPPED`", ":data:`NOPE`"]

@@ -1,6 +1,6 @@
 """Policy objectives beyond PPO's clip: CISPO, SAPO and GMPO, per token, before aggregation.
 
-Notation as :mod:`rlvr_cli.algo.policy_loss`: rho_t = exp(log rho_t) from :data:`RATIOS` (token or
+Notation as :mod:`rlvr_cli.algo.policy_loss`: rho_t = exp(log rho_t) from :data:`~rlvr_cli.algo.policy_loss.RATIOS` (token or
 GSPO's sequence ratio), A the advantage of the token's sequence, sg() the stop-gradient. Each function
 returns the per-token loss (minimised; aggregate it with :mod:`rlvr_cli.algo.aggregation`) and the
 tokens whose gradient the objective limits on either side, like PPO's clip flags.
@@ -92,7 +92,7 @@ def cispo_surrogate(
 ) -> SurrogateOut:
     """CISPO per-token loss -sg(clip(rho, 1 - eps_low, 1 + eps_high)) * A * log pi (arXiv 2506.13585 §3.1).
 
-    ``logp`` (B, T) the current log-probs (with gradient), ``log_ratio`` (B, T) from :data:`RATIOS`,
+    ``logp`` (B, T) the current log-probs (with gradient), ``log_ratio`` (B, T) from :data:`~rlvr_cli.algo.policy_loss.RATIOS`,
     ``advantages`` (B, T) or (B, 1). ``eps_low=None``: no lower bound (the paper, TRL). Flags: the
     weight was capped (below / above); unlike PPO's, a flagged token keeps a gradient. Example: rho =
     1.5, A = 1, eps_high = 0.2 -> d loss / d log pi = -1.2.
@@ -121,7 +121,7 @@ def sapo_surrogate(
     log_ratio: torch.Tensor, advantages: torch.Tensor, tau_pos: float = 1.0, tau_neg: float = 1.05
 ) -> SurrogateOut:
     """SAPO per-token loss -(4 / tau) sigmoid(tau (rho - 1)) * A, tau = tau_pos if A > 0 else tau_neg
-    (arXiv 2511.20347). ``log_ratio`` (B, T) from :data:`RATIOS`; ``advantages`` (B, T) or (B, 1). No
+    (arXiv 2511.20347). ``log_ratio`` (B, T) from :data:`~rlvr_cli.algo.policy_loss.RATIOS`; ``advantages`` (B, T) or (B, 1). No
     token is clipped: both flags are all False. Example: rho = 1, A = 1, tau = 1 -> loss -2, gradient -1.
     """
     if not (tau_pos > 0 and tau_neg > 0):

@@ -15,8 +15,8 @@
 
 **Shipped weights.** A warm start is hundreds of optimiser steps, and the last bits of a CPU's kernels
 (with or without AVX-512, another torch) turn into other weights by its end, so every number after it
-would depend on the machine. The bases that results/ and the tests use (:data:`SHIPPED`, in
-``weights/manifest.json``) are therefore package data: ``weights/NAME.safetensors``, the very bits
+would depend on the machine. The bases that results/ and the tests use (those ``weights/manifest.json`` lists:
+:func:`shipped_manifest`, :func:`is_shipped`) are therefore package data: ``weights/NAME.safetensors``, the very bits
 every machine loads, with their fingerprint (blake2b over the state dict, as run.json's
 ``base_weights``). Using one writes it once into the cache as a model directory (config and tokenizer
 from code, the file's sha256 checked), which takes about a second. Their recipes stay: `rlvr models

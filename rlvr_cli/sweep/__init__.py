@@ -14,6 +14,8 @@
 - :mod:`.view`: the progress across runs.
 
 Each run is `python -m rlvr_cli train BASE --out OUT/<arm>-seed<k> --set ...` (with `--resume` when
-its directory holds a run): the sweep schedules processes and never trains in its own process, so it
-imports no torch.
+its directory holds a run): the sweep schedules processes and never trains in its own process, which
+imports no torch (planning and `--dry-run` included; each comparison is a process of its own). A local
+sweep does run torch beside it: by default the local backend forks each run from a server process that
+imported torch once (:mod:`.forkserver`; `--no-fork-server` starts fresh processes instead).
 """
