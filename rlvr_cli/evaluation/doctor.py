@@ -1,8 +1,9 @@
 """`rlvr doctor`: what would make a run learn nothing or mislead, measured on the base model before training.
 
 It draws the first ``num_prompts`` prompts of the run's first step and samples G responses to each
-with the recipe's own rollout settings and the trainer's keyed random streams, so these are the
-responses step 1 would sample for them (on the same machine); then it scores them with the recipe's
+with the trainer's own sampling round (:mod:`rlvr_cli.sampling.rounds`: the recipe's rollout settings,
+the keyed random streams, the sampling autocast), so these are the responses step 1 samples for them
+(on the same machine; tests/evaluation/test_doctor.py checks it); then it scores them with the recipe's
 reward terms (the user's ``function`` terms included, through the worker pool) and checks:
 
 - truncated responses: cut at ``rollout.max_new_tokens`` before their answer. `warn` from
@@ -19,8 +20,9 @@ reward terms (the user's ``function`` terms included, through the worker pool) a
 - prompts longer than the context: a prompt whose tokens plus ``rollout.max_new_tokens`` exceed the
   model's positions stops training (exit 2) at the step that draws it, so `FAIL`; checked on the
   sampled prompts, :data:`LENGTH_SAMPLE` more training draws and the evaluation prompts.
-- the sampling settings: top-p / top-k draw from a truncated distribution while the loss treats the
-  responses as samples of the full policy (`warn`).
+- the sampling settings: top-p / top-k draw from a truncated distribution; the loss's log-probs are
+  renormalised on each token's sampling support, so the truncated policy is what trains, and a token
+  alone in its support gets no gradient (`warn`; docs/async.md).
 
 The recipe's own notes and the model notes (learning rate, precision) that ``rlvr recipes validate``
 prints come with it. Shaping is that of step 1: length controls and DAPO's soft overlong punishment are
@@ -38,12 +40,12 @@ from rlvr_cli.algo.advantages import group_advantages, zero_spread_groups
 from rlvr_cli.algo.length_control import length_controlled_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.errors import UserError
-from rlvr_cli.keyed_random import row_keys, stream_key
-from rlvr_cli.models import dtype_named, load_model, resolve_device, trainer_autocast
+from rlvr_cli.keyed_random import stream_key
+from rlvr_cli.models import load_model, resolve_device, sampling_autocast, trainer_autocast
 from rlvr_cli.models.notes import model_notes
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import ScoreItem, Scorer
-from rlvr_cli.sampling import SamplingOptions, generate
+from rlvr_cli.sampling.rounds import RoundKey, draw_prompts, sample_round
 from rlvr_cli.tasks import build_task, encode_prompt
 
 TRUNCATED_WARN = 0.25
@@ -104,22 +106,20 @@ def diagnose(recipe: Recipe, num_prompts: int = 8) -> Diagnosis:
     device = resolve_device(recipe.device)
     model, tok, _ = load_model(recipe.model.name, device, recipe.model.dtype)
     model.eval()
-    amp = trainer_autocast(recipe.model.dtype, recipe.model.autocast, device)
     ro, g = recipe.rollout, recipe.rollout.group_size
-    amp = dtype_named(ro.sample_autocast) if ro.sample_autocast != "none" else amp
-    problems = task.train_problems(stream_key(recipe.seed, 1, "prompts", 0).rng(), num_prompts)
+    amp = sampling_autocast(ro.sample_autocast, trainer_autocast(recipe.model.dtype, recipe.model.autocast, device))
+    key = RoundKey(recipe.seed, 1, 0)  # step 1's first round
+    problems = draw_prompts(task, key, num_prompts)
     prompt_ids = [encode_prompt(tok, task, p) for p in problems]
     limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     fits = [j for j, ids in enumerate(prompt_ids) if not isinstance(limit, int) or len(ids) + ro.max_new_tokens <= limit]
     findings = [_context(recipe, task, tok, prompt_ids, limit)]
     items: list[ScoreItem] = []
     if fits:
-        options = SamplingOptions(ro.max_new_tokens, tok.eos_token_id, tok.pad_token_id, ro.temperature, ro.top_p,
-                                  ro.top_k, ignore_eos=ro.ignore_eos, autocast_dtype=amp)
-        keys = row_keys(stream_key(recipe.seed, 1, "sample", 0), [(j, i) for j in fits for i in range(g)])
-        out = generate(model, [prompt_ids[j] for j in fits for _ in range(g)], options, row_keys=keys)
-        items = [ScoreItem(problems[fits[k // g]], tok.decode(ids, skip_special_tokens=True), k % g, 1,
-                           out.finish_reasons[k] == "length", ids) for k, ids in enumerate(out.response_ids)]
+        sampled = sample_round(model, tok, task, ro, key, problems, fits, amp)
+        out = sampled.samples
+        items = [ScoreItem(problems[fits[k // g]], sampled.texts[k], k % g, 1, out.finish_reasons[k] == "length", ids)
+                 for k, ids in enumerate(out.response_ids)]
     with Scorer(recipe.reward, task, seed=recipe.seed) as scorer:
         scores = scorer.score(items) if items else []
     diag = Diagnosis(findings, [], recipe.notes() + model_notes(recipe), len(fits), len(items))
@@ -243,7 +243,8 @@ def _sampling(recipe: Recipe) -> Finding:
     ro = recipe.rollout
     value = f"temperature {ro.temperature:g}, top_p {ro.top_p:g}, top_k {ro.top_k}"
     if ro.top_p < 1 or ro.top_k > 0:
-        return Finding("sampling", value, "warn", "responses come from a truncated distribution while the loss treats "
-                       "them as samples of the full policy (its log-probs are the untruncated softmax's): a biased "
-                       "gradient, as in TRL and verl")
+        return Finding("sampling", value, "warn", "responses come from a truncated distribution, and every log-prob "
+                       "the loss takes is renormalised on the support each token was sampled from "
+                       "(rlvr_cli/algo/logprobs.py, docs/async.md): the policy trained is the truncated one, and a "
+                       "token alone in its support (top-p at a confident token) has probability 1 and no gradient")
     return Finding("sampling", value + " (the full distribution)", "ok")

@@ -108,6 +108,12 @@ def weights_and_autocast(dtype: str, device: torch.device) -> tuple[torch.dtype,
     return DTYPES[dtype], None
 
 
+def sampling_autocast(sample_autocast: str, trainer: torch.dtype | None) -> torch.dtype | None:
+    """The autocast dtype of the sampling pass: ``rollout.sample_autocast`` when set (a deliberate
+    sampler/trainer mismatch, as a bf16 inference engine beside a float32 trainer), else the trainer's."""
+    return trainer if sample_autocast == "none" else DTYPES[sample_autocast]
+
+
 def trainer_autocast(dtype: str, autocast: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype of the trainer's passes (sampling, log-probs, update): ``model.autocast`` when
     set, else what ``model.dtype`` implies on ``device`` (:func:`weights_and_autocast`)."""

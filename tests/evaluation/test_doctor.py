@@ -1,12 +1,17 @@
 """`rlvr doctor`: it passes a recipe with a learning signal, fails one whose responses are all cut or whose
-prompts do not fit, and its counts are the hand-computed ones."""
+prompts do not fit, and its counts are the hand-computed ones; its responses are step 1's."""
 
 from __future__ import annotations
 
 import torch
 
+import rlvr_cli.evaluation.doctor as doctor
 from rlvr_cli.evaluation.doctor import Finding, _disagreement, _silent_groups
 from rlvr_cli.recipe.load import load_recipe
+from rlvr_cli.train.rl import train_rl
+from rlvr_cli.train.rollouts import sources
+
+from conftest import tiny_run  # tests/conftest.py
 
 
 def test_dr_grpo_passes(cli):
@@ -80,3 +85,34 @@ def test_failures_are_the_fail_findings():
     d = Diagnosis([Finding("a", "1", "ok"), Finding("b", "2", "FAIL", "why b"), Finding("c", "3", "warn", "why c")],
                   [], [], 1, 1)
     assert d.failures == ["b: why b"]
+
+
+def test_the_doctors_responses_are_a_one_step_runs_step_1_samples(tiny_base, tmp_path, monkeypatch):
+    """The doctor samples with the trainer's own round: its responses, prompt by prompt and sample by sample,
+    are the ones a run samples at step 1 (top-p on: the truncated sampler and its keys too)."""
+    r = load_recipe("grpo", [f"model.name={tiny_base}", *tiny_run("rollout.prompts_per_step=4", "rollout.group_size=3",
+                                                                   "rollout.max_new_tokens=12", "steps=1"),
+                             "rollout.top_p=0.9", "rollout.temperature=1.5"])
+    trained, doctored = {}, []
+    real_collect, real_round = sources.collect_rollouts, doctor.sample_round
+
+    def collect(session, task, scorer, step):
+        groups, stats = real_collect(session, task, scorer, step)
+        trained[step] = groups
+        return groups, stats
+
+    def spy(*args):
+        doctored.append(real_round(*args))
+        return doctored[-1]
+
+    monkeypatch.setattr(sources, "collect_rollouts", collect)
+    monkeypatch.setattr(doctor, "sample_round", spy)
+    train_rl(r, tmp_path / "run")
+    diag = doctor.diagnose(r, num_prompts=4)
+    (step1,) = trained.values()
+    (sampled,) = doctored
+    assert sampled.prompt_ids == [g.prompt_ids for g in step1]
+    assert sampled.samples.response_ids == [ids for g in step1 for ids in g.response_ids]
+    assert sampled.texts == [t for g in step1 for t in g.texts]
+    assert len(set(sampled.texts)) > 3  # the responses differ: equal lists say something
+    assert [s["response"] for s in diag.samples] == [g.texts[0] for g in step1]

@@ -32,3 +32,10 @@ def test_trainer_autocast():
     assert trainer_autocast("float32", "auto", cuda) is None  # an explicit dtype: no autocast
     assert trainer_autocast("auto", "float16", cpu) is torch.float16
     assert trainer_autocast("auto", "none", cuda) is None
+
+
+def test_sampling_autocast():
+    from rlvr_cli.models import sampling_autocast
+
+    assert sampling_autocast("none", None) is None and sampling_autocast("none", torch.bfloat16) is torch.bfloat16
+    assert sampling_autocast("bfloat16", None) is torch.bfloat16  # a deliberate mismatch beside a float32 trainer

@@ -7,8 +7,8 @@ and sample further rounds of P fresh prompts until P informative groups are coll
 looks at raw correctness from the true verifier (or the unshaped reward), never at the shaped reward.
 
 Every round draws its prompts from a generator seeded by (seed, step, round), and response i of the
-round's prompt j samples with the keyed uniforms of (seed, step, round; j, i) (:mod:`rlvr_cli.keyed_random`),
-so a step is reproducible on its own (resume needs no sampler state) and a group's samples do not
+round's prompt j samples with the keyed uniforms of (seed, step, round; j, i) (:mod:`rlvr_cli.sampling.rounds`,
+the round `rlvr doctor` samples too), so a step is reproducible on its own (resume needs no sampler state) and a group's samples do not
 depend on the batch it is drawn in. Under N processes every rank draws the same P prompts, samples
 and scores its contiguous share of whole groups (:func:`rlvr_cli.dist.share`), and the groups
 are gathered in global order: every rank then keeps, counts and refills exactly as one process.
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlvr_cli.keyed_random import row_keys, stream_key
-from rlvr_cli.models import dtype_named
+from rlvr_cli.models import sampling_autocast
 from rlvr_cli.rewards import ScoreItem
-from rlvr_cli.sampling import SamplingOptions, TokenSupport, generate
-from rlvr_cli.tasks import Problem, encode_prompt
+from rlvr_cli.sampling import TokenSupport
+from rlvr_cli.sampling.rounds import RoundKey, draw_prompts, sample_round
+from rlvr_cli.tasks import Problem
 from rlvr_cli.train.rollouts.lag import policy_lag
 from rlvr_cli import dist
 
@@ -96,8 +96,7 @@ class Rollouts:
 def sample_autocast(recipe, session) -> torch.dtype | None:
     """The autocast dtype of the sampling pass: ``rollout.sample_autocast`` when set (a deliberate
     sampler/trainer mismatch, as a bf16 inference engine beside a float32 trainer), else the trainer's."""
-    choice = recipe.rollout.sample_autocast
-    return dtype_named(choice) if choice != "none" else session.autocast_dtype
+    return sampling_autocast(recipe.rollout.sample_autocast, session.autocast_dtype)
 
 
 def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], RolloutStats]:
@@ -122,21 +121,18 @@ def _rounds(session, task, scorer, step: int, max_rounds: int, stats: RolloutSta
     """Sample, score and filter rounds of P prompts into ``kept`` until P are kept or the rounds run out."""
     r = session.recipe
     ro, ds = r.rollout, r.dynamic_sampling
-    tok, model, g = session.tokenizer, session.model, r.rollout.group_size
+    tok, model, g = session.tokenizer, session.model, ro.group_size
     for round_ in range(max_rounds):
         stats.rounds += 1
-        problems = task.train_problems(stream_key(r.seed, step, "prompts", round_).rng(), ro.prompts_per_step)
+        key = RoundKey(r.seed, step, round_)
+        problems = draw_prompts(task, key, ro.prompts_per_step)
         stats.prompts_sampled += len(problems)
         mine = dist.share(len(problems))  # this rank's prompts (all of them in one process)
-        prompt_ids = [encode_prompt(tok, task, problems[j]) for j in mine]
         t0 = time.perf_counter()
-        options = SamplingOptions(ro.max_new_tokens, tok.eos_token_id, tok.pad_token_id, ro.temperature, ro.top_p,
-                                  ro.top_k, ignore_eos=ro.ignore_eos, autocast_dtype=sample_autocast(r, session))
-        keys = row_keys(stream_key(r.seed, step, "sample", round_), [(j, i) for j in mine for i in range(g)])
-        out = generate(model, [ids for ids in prompt_ids for _ in range(g)], options, row_keys=keys)
+        sampled = sample_round(model, tok, task, ro, key, problems, mine, sample_autocast(r, session))
+        prompt_ids, out, texts = sampled.prompt_ids, sampled.samples, sampled.texts
         stats.time_sample_s += time.perf_counter() - t0
         stats.gen_tokens += out.gen_tokens
-        texts = [tok.decode(ids, skip_special_tokens=True) for ids in out.response_ids]
         t0 = time.perf_counter()
         items = [
             ScoreItem(problem=problems[mine[k // g]], response=texts[k], sample_index=k % g, step=step,
