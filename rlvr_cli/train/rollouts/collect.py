@@ -17,11 +17,14 @@ are gathered in global order: every rank then keeps, counts and refills exactly 
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
 from rlvr_cli.models import sampling_autocast
+from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import ScoreItem
 from rlvr_cli.sampling import TokenSupport
 from rlvr_cli.sampling.rounds import RoundKey, draw_prompts, sample_round
@@ -93,13 +96,28 @@ class Rollouts:
         return policy_lag(step, self.policy_version)
 
 
-def sample_autocast(recipe, session) -> torch.dtype | None:
+class RolloutSession(Protocol):
+    """What collecting rollouts reads of a session: the trainer's :class:`~rlvr_cli.train.session.Session`
+    in its own process, :class:`~.sampler_process.SamplerSession` in the overlapped trainer's sampler."""
+
+    recipe: Recipe
+    model: torch.nn.Module
+    tokenizer: object
+    autocast_dtype: torch.dtype | None
+    """The trainer's autocast dtype (None: none); the sampling pass uses :func:`sample_autocast`."""
+
+    def full_params(self) -> AbstractContextManager:
+        """Whole parameters for the sampling forwards, which ranks run different numbers of (FSDP2 gathers
+        them; elsewhere nothing to do)."""
+
+
+def sample_autocast(recipe, session: RolloutSession) -> torch.dtype | None:
     """The autocast dtype of the sampling pass: ``rollout.sample_autocast`` when set (a deliberate
     sampler/trainer mismatch, as a bf16 inference engine beside a float32 trainer), else the trainer's."""
     return sampling_autocast(recipe.rollout.sample_autocast, session.autocast_dtype)
 
 
-def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], RolloutStats]:
+def collect_rollouts(session: RolloutSession, task, scorer, step: int) -> tuple[list[Group], RolloutStats]:
     """The groups to train on at ``step`` and the statistics of everything sampled to get them."""
     ro, ds = session.recipe.rollout, session.recipe.dynamic_sampling
     model = session.model
@@ -117,7 +135,7 @@ def collect_rollouts(session, task, scorer, step: int) -> tuple[list[Group], Rol
     return kept[: ro.prompts_per_step], stats
 
 
-def _rounds(session, task, scorer, step: int, max_rounds: int, stats: RolloutStats, kept: list[Group]) -> None:
+def _rounds(session: RolloutSession, task, scorer, step: int, max_rounds: int, stats: RolloutStats, kept: list[Group]) -> None:
     """Sample, score and filter rounds of P prompts into ``kept`` until P are kept or the rounds run out."""
     r = session.recipe
     ro, ds = r.rollout, r.dynamic_sampling

@@ -101,7 +101,8 @@ class SamplerConfig:
 
 @dataclass
 class SamplerSession:
-    """What :func:`rlvr_cli.train.rollouts.collect.collect_rollouts` reads of a trainer session, in the sampler."""
+    """What :func:`rlvr_cli.train.rollouts.collect.collect_rollouts` reads of a trainer session, in the sampler
+    (:class:`~rlvr_cli.train.rollouts.collect.RolloutSession`)."""
 
     recipe: object
     model: object
