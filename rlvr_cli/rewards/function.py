@@ -50,6 +50,12 @@ from rlvr_cli.rewards.pool import Check
 FUNCTION_CHECK = "function"
 """The ``Check.verifier`` of a call of a user's function: the worker routes it here, not to a verifier."""
 
+MAX_ABS_VALUE = 1e9
+"""The largest |value| a function may return. rlvr's advantages are group statistics (a mean and a
+standard deviation over G rewards, times a weight up to 1e4): a reward of 1e308 is finite, yet its group's
+squared deviations overflow to inf and every update becomes NaN. 1e9 (times 1e4, squared, summed over a
+group) stays far below float32's 3.4e38, and no reward that means something is that large."""
+
 PASSED = frozenset({"prompts", "completions", "completion_ids", "answer", "trainer_state", "log_extra", "log_metric"})
 """The keywords every call gets, besides a dataset's ``reward_columns``."""
 
@@ -139,8 +145,8 @@ def load_function(ref: str) -> Callable:
         module = _import_file(where) if where.endswith(".py") else _import_module(where)
     except UserError as e:
         raise UserError(f"{ref}: {e.problems[0]}") from None
-    except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the user's module raises while importing
-        raise UserError(f"{ref}: cannot import {where}: {type(e).__name__}: {e}{_where(e)}") from None
+    except BaseException as e:  # noqa: BLE001 - whatever the user's module raises while importing, Ctrl-C's too
+        raise UserError(f"{ref}: cannot import {where}: {_exception(e)}{_where(e)}") from None
     fn = getattr(module, name, None)
     if fn is None:
         raise UserError(f"{ref}: {where} has no {name!r}")
@@ -173,6 +179,12 @@ def check_signature(fn: Callable, ref: str, names: set[str]) -> None:
 
 
 # --- calling it ------------------------------------------------------------------------------------------
+def _exception(e: BaseException) -> str:
+    """`ValueError: its message`, or the type alone when the message is empty (`KeyboardInterrupt`)."""
+    text = str(e)[:300]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
 def _where(e: BaseException) -> str:
     """` (at file.py:12)`: where the exception was raised, so the user can find the line."""
     frames = traceback.extract_tb(e.__traceback__)
@@ -183,37 +195,50 @@ def _kind(x) -> str:
     return f"a {type(x).__name__} ({str(x)[:60]!r})" if isinstance(x, (str, bytes)) else f"a {type(x).__name__}"
 
 
+def _number(v, i: int) -> float:
+    """One returned value as a float in +-MAX_ABS_VALUE, or ``FunctionFailed`` naming completion ``i``."""
+    if v is None:
+        raise FunctionFailed(f"returned None for completion {i} (TRL reads None as `does not apply`; rlvr needs "
+                             "a number: return 0.0 where that is meant)")
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__float__"):
+        raise FunctionFailed(f"returned {_kind(v)} for completion {i}, not a number")
+    try:
+        f = float(v)
+    except OverflowError:  # an int (or Fraction, Decimal) beyond any float: 10**400
+        digits = f" (about {int(abs(v).bit_length() * 0.30103) + 1} digits)" if isinstance(v, int) else ""
+        raise FunctionFailed(f"returned {_kind(v)} too large for a float{digits} for completion {i}; a reward must be "
+                             f"within +-{MAX_ABS_VALUE:g}") from None
+    except Exception as e:  # noqa: BLE001 - the user's own number type may raise anything from __float__
+        raise FunctionFailed(f"returned {_kind(v)} for completion {i}, which is not a number "
+                             f"(float() raised {type(e).__name__}: {str(e)[:100]})") from None
+    if not math.isfinite(f):
+        raise FunctionFailed(f"returned {f} for completion {i}")
+    if abs(f) > MAX_ABS_VALUE:
+        raise FunctionFailed(f"returned {f:g} for completion {i}, beyond +-{MAX_ABS_VALUE:g} (a reward that large "
+                             "overflows its group's standard deviation: every update would be NaN); scale it down")
+    return f
+
+
 def checked_values(out, n: int) -> list[float]:
-    """``out`` as ``n`` finite floats, or ``FunctionFailed`` saying what is wrong with it."""
+    """``out`` as ``n`` finite floats within +-``MAX_ABS_VALUE``, or ``FunctionFailed`` saying what is wrong."""
     if out is None or isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__") or not hasattr(out, "__len__"):
         raise FunctionFailed(f"returned {'None' if out is None else _kind(out)}, not a list of {n} floats")
-    values = list(out)
+    try:
+        values = list(out)
+    except Exception as e:  # noqa: BLE001 - the user's own sequence type may raise while iterated
+        raise FunctionFailed(f"returned {_kind(out)} that raised {type(e).__name__} when read: {str(e)[:100]}") from None
     if len(values) != n:
         raise FunctionFailed(f"returned {len(values)} values for {n} completions")
-    result = []
-    for i, v in enumerate(values):
-        if v is None:
-            raise FunctionFailed(f"returned None for completion {i} (TRL reads None as `does not apply`; rlvr needs "
-                                 "a number: return 0.0 where that is meant)")
-        if isinstance(v, (str, bytes)) or not hasattr(v, "__float__"):
-            raise FunctionFailed(f"returned {_kind(v)} for completion {i}, not a number")
-        try:
-            f = float(v)
-        except (TypeError, ValueError) as e:
-            raise FunctionFailed(f"returned {_kind(v)} for completion {i}, not a number ({e})") from None
-        if not math.isfinite(f):
-            raise FunctionFailed(f"returned {f} for completion {i}")
-        result.append(f)
-    return result
+    return [_number(v, i) for i, v in enumerate(values)]
 
 
 def invoke(fn: Callable, call: Call) -> list[float]:
     """Call ``fn`` on one group and check its return; ``FunctionFailed`` otherwise."""
     try:
         out = fn(**call.kwargs())
-    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code may raise anything
+    except BaseException as e:  # noqa: BLE001 - the user's code may raise anything, KeyboardInterrupt too
         hint = " (raise reward.worker_memory_mb?)" if isinstance(e, MemoryError) else ""
-        raise FunctionFailed(f"raised {type(e).__name__}: {str(e)[:300]}{_where(e)}{hint}") from None
+        raise FunctionFailed(f"raised {_exception(e)}{_where(e)}{hint}") from None
     return checked_values(out, len(call.completions))
 
 
@@ -236,6 +261,8 @@ def answer(request: dict) -> dict:
         detail = str(e)
     except UserError as e:
         detail = e.problems[0]
+    except BaseException as e:  # noqa: BLE001 - never a traceback from the worker: the reply says what happened
+        detail = f"rlvr could not run the call: {type(e).__name__}: {str(e)[:200]}"
     return {"id": rid, "outcome": "error", "reward": 0.0, "answer": None, "detail": detail}
 
 

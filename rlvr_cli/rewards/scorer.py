@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 from rlvr_cli.errors import UserError
 from rlvr_cli.rewards import outcome as oc
 from rlvr_cli.rewards.format_reward import format_reward
-from rlvr_cli.rewards.function import PASSED, Call, FunctionFailed, check_signature, load_function, to_check, values_from
+from rlvr_cli.rewards.function import PASSED, Call, FunctionFailed, to_check, values_from
+from rlvr_cli.rewards.function_import import check_importable
 from rlvr_cli.rewards.outcome import Outcome
 from rlvr_cli.rewards.pool import Check, VerifierPool, run_checks
 from rlvr_cli.rewards.registry import get_verifier, options_for
@@ -96,8 +97,9 @@ class Scorer:
     Use as a context manager (or call ``close``); workers start on the first math, code or function check.
     ``score`` is thread-safe (one batch at a time) and never raises for anything a model can write; a
     ``function`` term that fails raises ``UserError`` (the user's code is wrong, not the model).
-    A ``function`` term's module is imported here at once, so that a missing module or a signature that
-    cannot take rlvr's keywords is an error before any sampling.
+    A ``function`` term's module is imported here at once, in a child process under a time and memory limit
+    (:mod:`rlvr_cli.rewards.function_import`), so that a missing module, a module that hangs or exits at
+    import, or a signature that cannot take rlvr's keywords is an error before any sampling.
     """
 
     def __init__(self, spec: RewardSpec, task, seed: int = 0):
@@ -118,11 +120,11 @@ class Scorer:
         self.chat = bool(getattr(spec_of_task, "chat_template", False))
         self.columns = list(getattr(spec_of_task, "reward_columns", None) or [])
         self.functions = [(i, t) for i, t in enumerate(spec.terms) if t.type == "function"]
+        refs = list(dict.fromkeys(t.function for _, t in self.functions))
+        problems = check_importable(refs, set(PASSED) | set(self.columns), spec.worker_memory_mb)
         for i, term in self.functions:
-            try:
-                check_signature(load_function(term.function), term.function, set(PASSED) | set(self.columns))
-            except UserError as e:
-                raise UserError(f"reward.terms[{i}].function: {e.problems[0]}") from None
+            if term.function in problems:
+                raise UserError(f"reward.terms[{i}].function: {problems[term.function]}")
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def close(self) -> None:

@@ -49,12 +49,32 @@ def _answer(req: dict, send) -> dict:
     return {"id": req["id"], "outcome": "error", "reward": 0.0, "answer": None, "detail": detail}
 
 
+def check_functions(refs: list[str], names: set[str], send) -> None:
+    """``--check-functions``: import each user reward function and check its signature, one message before
+    and one after each (:mod:`rlvr_cli.rewards.function_import` reads them), then exit."""
+    from rlvr_cli.errors import UserError
+    from rlvr_cli.rewards.function import check_signature, load_function
+
+    for ref in refs:
+        send({"importing": ref})
+        try:
+            check_signature(load_function(ref), ref, names)
+            problem = None
+        except UserError as e:
+            problem = e.problems[0]
+        except BaseException as e:  # noqa: BLE001 - a signature that raises when read, say
+            problem = f"{ref}: {type(e).__name__}: {str(e)[:300]}"
+        send({"ref": ref, "problem": problem})
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--preload", default="")
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--code-options", default="{}")
     parser.add_argument("--functions", default="[]", help="JSON list of user reward functions to import at start")
+    parser.add_argument("--check-functions", help="JSON list of user reward functions to import, check and exit")
+    parser.add_argument("--names", default="[]", help="with --check-functions: the keywords rlvr passes")
     args = parser.parse_args(argv)
     die_with_parent()
     proto = os.fdopen(os.dup(1), "w", encoding="ascii", buffering=1)
@@ -66,6 +86,9 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.memory_mb:
         limit_address_space(args.memory_mb << 20)  # a sandboxed program sets its own, possibly higher
+    if args.check_functions is not None:
+        check_functions(json.loads(args.check_functions), set(json.loads(args.names)), send)
+        return
     for name in filter(None, args.preload.split(",")):
         if name == "math":
             from rlvr_cli.rewards import math_answer

@@ -264,3 +264,134 @@ def test_a_chat_task_gives_the_function_trl_s_conversational_form(tmp_path):
     assert seen == {"prompts": [convo, convo], "completions": [[{"role": "assistant", "content": "4"}],
                                                                 [{"role": "assistant", "content": "5"}]],
                     "level": [i % 3, i % 3], "answer": [str(2 * i)] * 2}
+
+
+# --- hostile user code (issue 50): every misbehaviour is one line naming the function, never a traceback ---------
+HOSTILE_CODE = '''
+import fractions
+
+def huge_int(completions, **kwargs):
+    return [10 ** 400] * len(completions)
+
+def huge_fraction(completions, **kwargs):
+    return [fractions.Fraction(10 ** 400, 3)] * len(completions)
+
+class Weird:
+    def __float__(self):
+        raise RuntimeError("no float for you")
+
+def weird_number(completions, **kwargs):
+    return [Weird() for _ in completions]
+
+class BadList(list):
+    def __iter__(self):
+        raise RuntimeError("cannot iterate")
+
+def bad_sequence(completions, **kwargs):
+    return BadList([0.0] * len(completions))
+
+def huge_finite(completions, **kwargs):
+    return [1e308, -1e308][:len(completions)]
+
+def interrupt(completions, **kwargs):
+    raise KeyboardInterrupt
+
+def exits(completions, **kwargs):
+    raise SystemExit(3)
+'''
+
+
+@pytest.fixture(scope="module")
+def hostile_module(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hostile") / "hostile_rewards.py"
+    path.write_text(textwrap.dedent(HOSTILE_CODE))
+    return path
+
+
+@pytest.mark.parametrize("out, reason", [
+    ([10 ** 400], r"returned a int too large for a float \(about 401 digits\) for completion 0; a reward must be within \+-1e\+09"),
+    ([1e308], r"returned 1e\+308 for completion 0, beyond \+-1e\+09 .*standard deviation"),
+    ([-2e9], r"returned -2e\+09 for completion 0, beyond \+-1e\+09"),
+])
+def test_checked_values_refuses_values_beyond_the_bound(out, reason):
+    with pytest.raises(FunctionFailed, match=reason):
+        checked_values(out, 1)
+    assert checked_values([1e9, -1e9], 2) == [1e9, -1e9]  # the bound itself is allowed
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("huge_int", r"returned a int too large for a float \(about 401 digits\) for completion 0"),
+    ("huge_fraction", r"returned a Fraction too large for a float for completion 0"),
+    ("weird_number", r"returned a Weird for completion 0, which is not a number \(float\(\) raised RuntimeError: no float"),
+    ("bad_sequence", r"returned a BadList that raised RuntimeError when read: cannot iterate"),
+    ("huge_finite", r"returned 1e\+308 for completion 0, beyond \+-1e\+09"),
+    ("interrupt", r"raised KeyboardInterrupt \(at .*hostile_rewards.py:\d+\)"),
+    ("exits", r"raised SystemExit: 3 \(at .*hostile_rewards.py:\d+\)"),
+])
+def test_hostile_returns_are_the_function_s_error_not_the_worker_s(hostile_module, arithmetic, name, reason, capfd):
+    """Through the real worker: the reason names what the function did, and the worker prints no traceback
+    (it used to die on float(10**400) and on KeyboardInterrupt, 'killed by SIGINT')."""
+    import re
+
+    p = arithmetic.problem(347, 285)
+    ref = f"{hostile_module}:{name}"
+    with Scorer(reward_spec(ref), arithmetic) as s, pytest.raises(UserError) as e:
+        s.score(items(p, ["#632", "#1"]))
+    line = e.value.problems[0]
+    assert line.startswith(f"reward.terms[1].function {ref}: ") and "on the prompt '347+285='" in line, line
+    assert re.search(reason, line), line
+    assert "verifier worker" not in line and "Traceback" not in capfd.readouterr().err
+
+
+IMPORT_HOSTILE = {
+    "sleeps.py": "import time\ntime.sleep(60)\ndef f(completions, **kwargs):\n    return [0.0] * len(completions)\n",
+    "exits.py": "import os\nos._exit(0)\n",
+    "interrupts.py": "raise KeyboardInterrupt\n",
+    "raises.py": "x = 1 / 0\n",
+    "kills.py": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+}
+
+
+@pytest.mark.parametrize("file, match", [
+    ("sleeps.py", r"importing .*sleeps.py did not finish within 2 s .*it was stopped"),
+    ("exits.py", r"importing .*exits.py ended the process \(exit status 0\)"),
+    ("interrupts.py", r"cannot import .*interrupts.py: KeyboardInterrupt"),
+    ("raises.py", r"cannot import .*raises.py: ZeroDivisionError: division by zero \(at .*raises.py:1\)"),
+    ("kills.py", r"importing .*kills.py ended the process \(killed by SIGKILL\)"),
+])
+def test_a_module_that_misbehaves_at_import_is_refused_in_a_child(tmp_path, arithmetic, monkeypatch, file, match):
+    """The user's module is first imported in a child process with a time limit: a hang, os._exit, a kill or
+    Ctrl-C at import is a UserError (exit 2) naming the function, and rlvr's own process never imports it."""
+    import sys
+
+    from rlvr_cli.rewards import function_import
+
+    monkeypatch.setattr(function_import, "IMPORT_TIMEOUT_S", 2.0)
+    path = tmp_path / file
+    path.write_text(IMPORT_HOSTILE[file])
+    with pytest.raises(UserError, match=rf"^reward.terms\[1\].function: {path}:f: .*{match}"):
+        Scorer(reward_spec(f"{path}:f"), arithmetic)
+    assert not any(getattr(m, "__file__", None) == str(path) for m in list(sys.modules.values()))
+
+
+@pytest.mark.parametrize("command", ["doctor", "train"])
+def test_the_cli_exits_2_when_the_module_exits_at_import(tmp_path, monkeypatch, cli, command):
+    """`rlvr doctor` and `rlvr train` on a recipe whose reward module calls os._exit(0) at import: exit 2 and
+    one line, not exit 0 with no output (doctor) or with run.json left `running` (train)."""
+    import json
+
+    from conftest import tiny_run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bye.py").write_text("import os\nos._exit(0)\n")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("extends: grpo\nreward:\n  terms:\n    - {type: task}\n    - {type: function, function: 'bye.py:f'}\n")
+    sets = [x for s in tiny_run() if command == "train" or s.startswith("rollout.") for x in ("--set", s)]
+    args = [command, str(recipe), *sets] + (["--out", str(tmp_path / "run")] if command == "train" else ["--prompts", "1"])
+    done = cli(*args)
+    assert done.code == 2, (done.stdout, done.stderr)
+    assert "bye.py:f: importing bye.py ended the process (exit status 0)" in done.stderr
+    assert "Traceback" not in done.stderr
+    if command == "train":
+        run_json = next((tmp_path / "run").rglob("run.json"), None)
+        assert run_json is None or json.loads(run_json.read_text())["status"] != "running"
