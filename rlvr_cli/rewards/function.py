@@ -156,6 +156,52 @@ def load_function(ref: str) -> Callable:
     return fn
 
 
+def source_file(ref: str) -> Path | None:
+    """The file that defines ``ref``'s module, found as the import would find it but without running
+    anything (a package's ``__init__`` is not executed); None when it cannot be found, or has no file."""
+    where, _ = split_reference(ref)
+    if where.endswith(".py"):
+        path = Path(where).expanduser().resolve()
+        return path if path.is_file() else None
+    from importlib.machinery import PathFinder
+
+    search = [p or os.getcwd() for p in sys.path] + [os.getcwd()]
+    spec = None
+    for part in where.split("."):
+        spec = PathFinder.find_spec(part, search)
+        if spec is None:
+            return None
+        search = list(spec.submodule_search_locations or [])
+    origin = spec.origin if spec is not None else None
+    return Path(origin) if origin and Path(origin).is_file() else None
+
+
+def source_digests(refs) -> dict[str, str | None]:
+    """``{ref: "blake2b:<32 hex>"}``: each function's module file (its bytes) and the function's name, the
+    reward-code part of a run's fingerprint; None for a module without a file. It covers the file that
+    defines the module, not the modules that file imports."""
+    out = {}
+    for ref in refs:
+        path = source_file(ref)
+        if path is None:
+            out[ref] = None
+            continue
+        h = hashlib.blake2b(path.read_bytes(), digest_size=16)
+        h.update(b"\0" + split_reference(ref)[1].encode("utf-8"))
+        out[ref] = "blake2b:" + h.hexdigest()
+    return out
+
+
+def reward_code_fingerprint(terms) -> tuple[str | None, dict[str, str | None]]:
+    """(one digest over every ``function`` term's source digest, or None without such terms; the
+    per-function digests), for run.json's fingerprint fields ``reward_code`` and ``reward_functions``."""
+    digests = source_digests(sorted({t.function for t in terms if t.type == "function"}))
+    if not digests:
+        return None, {}
+    text = "\n".join(f"{ref}={d}" for ref, d in digests.items())
+    return "blake2b:" + hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest(), digests
+
+
 def check_signature(fn: Callable, ref: str, names: set[str]) -> None:
     """``UserError`` when ``fn`` cannot take the keywords rlvr passes (``names``): a TRL reward function
     takes ``**kwargs`` (rlvr and TRL pass more than any one function reads), and each parameter without a

@@ -395,3 +395,31 @@ def test_the_cli_exits_2_when_the_module_exits_at_import(tmp_path, monkeypatch, 
     if command == "train":
         run_json = next((tmp_path / "run").rglob("run.json"), None)
         assert run_json is None or json.loads(run_json.read_text())["status"] != "running"
+
+
+# --- the reward code's fingerprint (issue 49) ------------------------------------------------------------------
+def test_source_digest_follows_the_file_and_the_function_name_without_importing(tmp_path, monkeypatch):
+    """A digest of the module file's bytes and the function's name; a `module:function` is found as the
+    import would find it, without running the module or its package's __init__ (which here would raise)."""
+    from rlvr_cli.rewards.function import reward_code_fingerprint, source_digests
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise RuntimeError('must not run')\n")
+    (tmp_path / "pkg" / "scores.py").write_text("def f(completions, **kw):\n    return [0.0]\n")
+    (tmp_path / "top.py").write_text("def f(completions, **kw):\n    return [0.0]\n")
+    d = source_digests(["pkg.scores:f", "pkg.scores:g", "top.py:f", "top:f", "missing_mod_xyz:f"])
+    assert d["pkg.scores:f"].startswith("blake2b:") and d["pkg.scores:f"] != d["pkg.scores:g"]
+    assert d["top.py:f"] == d["top:f"]  # the same file and name, by path or by module name
+    assert d["missing_mod_xyz:f"] is None
+    (tmp_path / "top.py").write_text("def f(completions, **kw):\n    return [1.0]\n")
+    assert source_digests(["top.py:f"])["top.py:f"] != d["top.py:f"]
+
+    class Term:
+        def __init__(self, type, function=None):
+            self.type, self.function = type, function
+    assert reward_code_fingerprint([Term("task")]) == (None, {})
+    one, per = reward_code_fingerprint([Term("task"), Term("function", "top.py:f")])
+    assert one.startswith("blake2b:") and per == {"top.py:f": source_digests(["top.py:f"])["top.py:f"]}
+    assert reward_code_fingerprint([Term("function", "top.py:f"), Term("function", "pkg.scores:f")])[0] != one
