@@ -248,7 +248,7 @@ class DatasetTaskSpec(Strict):
     verifier: Literal["math", "integer"] = "math"
     """Verifier that decides correctness for this dataset."""
     reward_columns: list[str] = Field(default_factory=list)
-    """Columns passed to `function` reward terms as keyword arguments of the same name (one value per completion, as TRL passes a dataset's columns); the gold answer always comes as `answer`."""
+    """Columns that must be in the data, for `function` reward terms (which get every column but the question's as a keyword argument of the same name, one value per completion, as TRL passes a dataset's columns); the gold answer always comes as `answer`."""
 
     @model_validator(mode="after")
     def _regex_given(self):
@@ -658,7 +658,7 @@ class FormatOnlyTerm(Strict):
 
 
 class FunctionTerm(Strict):
-    """Your own reward function with TRL's signature, `f(completions, **kwargs) -> list[float]`, called once per prompt's group with TRL's keyword arguments (prompts, completions, completion_ids, answer, the dataset's `reward_columns`, trainer_state) in the verifier worker pool under `reward.timeout_s`. It is your code and is NOT sandboxed (unlike the `code` verifier). A raise, a timeout or a wrong return (wrong length, None, NaN, a string) stops the run with exit 2 naming the function and the prompt (docs/own_task.md)."""
+    """Your own reward function with TRL's signature, `f(completions, **kwargs) -> list[float]`, called once per prompt's group with TRL's keyword arguments (prompts, completions, completion_ids, answer, every column of the dataset, trainer_state; `async def` is awaited) in the verifier worker pool under `reward.timeout_s`. It is your code and is NOT sandboxed (unlike the `code` verifier). A raise, a timeout or a wrong return (wrong length, None, NaN, a string) stops the run with exit 2 naming the function and the prompt (docs/own_task.md)."""
 
     type: Literal["function"]
     function: str = Field(..., min_length=3)

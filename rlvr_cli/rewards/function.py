@@ -9,9 +9,11 @@ rlvr calls it once per prompt's group (the G responses to one prompt of a traini
 holds that group; an evaluation, which measures correctness with the task's verifier, does not call it.
 Prompts and completions are text, or with ``task.chat_template`` TRL's conversational form: the
 prompt's messages, and ``[{"role": "assistant", "content": text}]`` per completion. ``answer`` is the
-gold answer as the task's verifier reads it; a dataset task adds its ``reward_columns`` under their own
-names; ``trainer_state.global_step`` is the rlvr step; ``log_extra`` and ``log_metric`` accept TRL's
-logging calls and drop them. The function sees every completion, a truncated one too
+gold answer as the task's verifier reads it; a dataset task adds every column of the prompt's row (the
+question column aside: it is ``prompts``) under its own name, as TRL passes a dataset's columns;
+``trainer_state.global_step`` counts as TRL's does (0 on the first step); ``log_extra`` and
+``log_metric`` accept TRL's logging calls and drop them. An ``async def`` function is awaited, as TRL
+does. The function sees every completion, a truncated one too
 (``reward.truncated_is_incorrect`` zeroes only rlvr's own answer-based terms), as it would under TRL.
 
 Where it runs: in a verifier worker (:mod:`rlvr_cli.rewards.pool`), which imports the module once when
@@ -28,6 +30,7 @@ bad value also names its completion.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import importlib
@@ -57,7 +60,8 @@ squared deviations overflow to inf and every update becomes NaN. 1e9 (times 1e4,
 group) stays far below float32's 3.4e38, and no reward that means something is that large."""
 
 PASSED = frozenset({"prompts", "completions", "completion_ids", "answer", "trainer_state", "log_extra", "log_metric"})
-"""The keywords every call gets, besides a dataset's ``reward_columns``."""
+"""The keywords every call gets, besides a dataset's columns (a column of one of these names is not passed:
+rlvr's value wins, e.g. ``answer`` is the gold answer after ``answer_extraction``)."""
 
 
 class FunctionFailed(Exception):
@@ -69,7 +73,8 @@ class TrainerState:
     """What rlvr passes as ``trainer_state``: the one field of transformers' ``TrainerState`` it has."""
 
     global_step: int
-    """The rlvr step being scored."""
+    """As TRL counts it: the optimiser steps completed before this batch was scored, so 0 on the first
+    step; in ``rlvr train``, rlvr's step - 1 (under TRL, through the bridge, TRL's own value)."""
 
 
 def _log_extra(column: str, values: list) -> None:
@@ -88,12 +93,13 @@ class Call:
     completions: list
     completion_ids: list
     columns: dict[str, list] = field(default_factory=dict)
-    """``answer`` and the dataset's ``reward_columns``, one value per completion."""
-    step: int = 0
+    """``answer`` and every column of the dataset's row, one value per completion."""
+    global_step: int = 0
+    """``trainer_state.global_step`` (TRL's count: 0 on the first step)."""
 
     def kwargs(self) -> dict:
         return {"prompts": self.prompts, "completions": self.completions, "completion_ids": self.completion_ids,
-                **self.columns, "trainer_state": TrainerState(self.step), "log_extra": _log_extra,
+                **self.columns, "trainer_state": TrainerState(self.global_step), "log_extra": _log_extra,
                 "log_metric": _log_metric}
 
 
@@ -220,8 +226,8 @@ def check_signature(fn: Callable, ref: str, names: set[str]) -> None:
     missing = [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
                and p.name not in names]
     if missing:
-        raise UserError(f"{ref}: parameter(s) {missing} are never passed (rlvr passes {', '.join(sorted(names))}); "
-                        "name a dataset column in task.reward_columns to pass it")
+        raise UserError(f"{ref}: parameter(s) {missing} are never passed (rlvr passes {', '.join(sorted(names))}: its "
+                        "keywords and the data's columns); give it a default, or name a column of the data")
 
 
 # --- calling it ------------------------------------------------------------------------------------------
@@ -278,10 +284,16 @@ def checked_values(out, n: int) -> list[float]:
     return [_number(v, i) for i, v in enumerate(values)]
 
 
+async def _awaited(awaitable):
+    return await awaitable
+
+
 def invoke(fn: Callable, call: Call) -> list[float]:
     """Call ``fn`` on one group and check its return; ``FunctionFailed`` otherwise."""
     try:
         out = fn(**call.kwargs())
+        if inspect.isawaitable(out):  # an `async def` reward function: awaited, as TRL does
+            out = asyncio.run(_awaited(out))
     except BaseException as e:  # noqa: BLE001 - the user's code may raise anything, KeyboardInterrupt too
         hint = " (raise reward.worker_memory_mb?)" if isinstance(e, MemoryError) else ""
         raise FunctionFailed(f"raised {_exception(e)}{_where(e)}{hint}") from None

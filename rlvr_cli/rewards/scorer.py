@@ -59,6 +59,9 @@ class ScoreItem:
     """The response hit the length limit without an end of sequence."""
     completion_ids: list[int] | None = None
     """The response's token ids (TRL's ``completion_ids`` for a ``function`` term; None where unknown)."""
+    trl_global_step: int | None = None
+    """TRL's ``trainer_state.global_step`` when scored under TRL (the bridge); None: ``step - 1``, as TRL
+    counts a run's first step 0."""
 
 
 @dataclass
@@ -91,6 +94,14 @@ def term_keys(types: list[str]) -> list[str]:
     return [t if counts[t] == 1 else f"{t}#{i}" for i, t in enumerate(types)]
 
 
+def term_metric_names(terms) -> list[str]:
+    """``rewards/<name>/mean`` per term of ``reward.terms`` (TRL's metric name): ``<name>`` is a function
+    term's function name (TRL names it after the function), a built-in term's type, and ``name#i``
+    (i = its position) where two terms share a name."""
+    names = [t.function.rpartition(":")[2] if t.type == "function" else t.type for t in terms]
+    return [f"rewards/{key}/mean" for key in term_keys(names)]
+
+
 class Scorer:
     """Scores responses with a recipe's ``RewardSpec`` for a task; owns the verifier worker pool.
 
@@ -118,7 +129,9 @@ class Scorer:
         self._lock = threading.Lock()
         spec_of_task = getattr(task, "spec", None)
         self.chat = bool(getattr(spec_of_task, "chat_template", False))
-        self.columns = list(getattr(spec_of_task, "reward_columns", None) or [])
+        self.columns = [c for c in getattr(task, "column_names", None) or getattr(spec_of_task, "reward_columns", None) or []
+                        if c not in PASSED]
+        """The dataset's columns a ``function`` term gets under their own names (TRL passes every column)."""
         self.functions = [(i, t) for i, t in enumerate(spec.terms) if t.type == "function"]
         refs = list(dict.fromkeys(t.function for _, t in self.functions))
         problems = check_importable(refs, set(PASSED) | set(self.columns), spec.worker_memory_mb)
@@ -207,8 +220,10 @@ class Scorer:
         else:
             prompt, completions = p.prompt, [it.response for it in group]
         row = p.meta.get("columns") or {}
-        columns = {"answer": [p.reference] * n, **{c: [row.get(c)] * n for c in self.columns}}
-        return Call([prompt] * n, completions, [it.completion_ids for it in group], columns, group[0].step)
+        columns = {**{c: [row.get(c)] * n for c in self.columns}, "answer": [p.reference] * n}
+        first = group[0]
+        global_step = first.trl_global_step if first.trl_global_step is not None else max(0, first.step - 1)
+        return Call([prompt] * n, completions, [it.completion_ids for it in group], columns, global_step)
 
     def _function_values(self, items: list[ScoreItem]) -> dict[int, list[float]]:
         """Each ``function`` term's value per item: one call per prompt's group, all in the worker pool.

@@ -116,7 +116,7 @@ def test_signature_must_take_kwargs_and_only_passed_names(user_module):
 
     with pytest.raises(UserError, match=r"takes no \*\*kwargs"):
         check_signature(load_function(f"{user_module}:no_kwargs"), "no_kwargs", set(PASSED))
-    with pytest.raises(UserError, match=r"\['difficulty'\] are never passed .*task.reward_columns"):
+    with pytest.raises(UserError, match=r"\['difficulty'\] are never passed .*the data's columns"):
         check_signature(load_function(f"{user_module}:wants_column"), "wants_column", set(PASSED))
     check_signature(load_function(f"{user_module}:wants_column"), "wants_column", set(PASSED) | {"difficulty"})
 
@@ -157,7 +157,7 @@ def test_function_gets_trl_keywords_once_per_prompt(user_module, arithmetic, tmp
 
     calls = json.loads(report.read_text())
     assert len(calls) == 2
-    assert calls[0] == {"prompts": [a.prompt] * 2, "completions": ["#3", "#4"], "ids": [[7], [7, 7]], "step": 3,
+    assert calls[0] == {"prompts": [a.prompt] * 2, "completions": ["#3", "#4"], "ids": [[7], [7, 7]], "step": 2,
                         "keys": ["answer", "log_extra", "log_metric"], "answer": ["3", "3"]}
     assert calls[1]["prompts"] == [b.prompt] and calls[1]["answer"] == ["7"]
 
@@ -423,3 +423,82 @@ def test_source_digest_follows_the_file_and_the_function_name_without_importing(
     one, per = reward_code_fingerprint([Term("task"), Term("function", "top.py:f")])
     assert one.startswith("blake2b:") and per == {"top.py:f": source_digests(["top.py:f"])["top.py:f"]}
     assert reward_code_fingerprint([Term("function", "top.py:f"), Term("function", "pkg.scores:f")])[0] != one
+
+
+# --- TRL parity (issue 49) ----------------------------------------------------------------------------------------
+ASYNC_CODE = '''
+import asyncio
+
+async def credit(completions, trainer_state, **kwargs):
+    await asyncio.sleep(0)
+    return [float(trainer_state.global_step) + len(c) for c in completions]
+
+async def slow(completions, **kwargs):
+    await asyncio.sleep(30)
+    return [0.0] * len(completions)
+
+async def raises(completions, **kwargs):
+    await asyncio.sleep(0)
+    raise ValueError("async trouble")
+'''
+
+
+@pytest.fixture(scope="module")
+def async_module(tmp_path_factory):
+    path = tmp_path_factory.mktemp("async") / "async_rewards.py"
+    path.write_text(ASYNC_CODE)
+    return path
+
+
+def test_an_async_function_is_awaited_and_global_step_counts_as_trl(async_module, arithmetic):
+    """TRL awaits `async def` reward functions, and its trainer_state.global_step is 0 on the first step:
+    rlvr's step 1 gives 0, step 3 gives 2; under TRL (the bridge) TRL's own count is passed as is."""
+    p = arithmetic.problem(1, 2)
+    with Scorer(reward_spec(f"{async_module}:credit"), arithmetic) as s:
+        first = s.score(items(p, ["#3", "#33"], step=1))
+        third = s.score(items(p, ["#3"], step=3))
+        under_trl = s.score([ScoreItem(p, "#3", 0, 7, trl_global_step=5)])
+    assert [x.terms["function"] for x in first] == [2.0, 3.0]
+    assert third[0].terms["function"] == 4.0 and under_trl[0].terms["function"] == 7.0
+
+
+@pytest.mark.parametrize("name, reason", [("slow", "took longer than reward.timeout_s"),
+                                          ("raises", r"raised ValueError: async trouble \(at .*async_rewards.py")])
+def test_an_async_function_that_fails_is_named(async_module, arithmetic, name, reason):
+    p = arithmetic.problem(1, 2)
+    with Scorer(reward_spec(f"{async_module}:{name}", timeout_s=1.0), arithmetic) as s, pytest.raises(UserError, match=reason):
+        s.score(items(p, ["#3"]))
+
+
+def test_every_dataset_column_reaches_the_function(tmp_path):
+    """TRL passes every dataset column but the prompt; so does rlvr, without reward_columns, as the file has
+    it (the answer column's raw value under its own name; `answer` stays the extracted gold answer)."""
+    import json
+
+    from rlvr_cli.recipe.schema import DatasetTaskSpec
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"q": f"{i}+{i}=", "sum": f"#### {2 * i}", "level": i % 3, "tag": "t"})
+                            + "\n" for i in range(20)))
+    task = build_task(DatasetTaskSpec(path=str(data), question_field="q", answer_field="sum",
+                                      answer_extraction="gsm8k", prompt_template="{q}", verifier="integer"))
+    assert task.column_names == ["sum", "level", "tag"]
+    report = tmp_path / "seen.json"
+    module = tmp_path / "cols.py"
+    module.write_text(f'''
+import json
+def spy(completions, level, answer, **kwargs):
+    json.dump({{"level": level, "answer": answer, "sum": kwargs["sum"], "tag": kwargs["tag"],
+                "keys": sorted(kwargs)}}, open({str(report)!r}, "w"))
+    return [0.0] * len(completions)
+''')
+    p = task.eval_problems()[0]
+    i = int(p.prompt.split("+")[0])
+    with Scorer(reward_spec(f"{module}:spy"), task) as s:
+        s.score(items(p, ["4", "5"]))
+    seen = json.loads(report.read_text())
+    assert seen == {"level": [i % 3] * 2, "answer": [str(2 * i)] * 2, "sum": [f"#### {2 * i}"] * 2, "tag": ["t"] * 2,
+                    "keys": ["completion_ids", "log_extra", "log_metric", "prompts", "sum", "tag", "trainer_state"]}
+    with pytest.raises(UserError, match=r"\['difficulty'\] are never passed"):
+        module.write_text("def f(completions, difficulty, **kw):\n    return [0.0]\n")
+        Scorer(reward_spec(f"{module}:f"), task)

@@ -52,6 +52,10 @@ def test_the_reward_functions_source_is_in_the_fingerprint(cli, tmp_path, monkey
     assert cli("train", "grpo", "--out", "a", *_sets(terms)).code == 0
     fp = json.loads((tmp_path / "a" / "run.json").read_text())["fingerprint"]
     assert fp["reward_code"].startswith("blake2b:") and list(fp["reward_functions"]) == ["mine.py:credit"]
+    # each term's mean as TRL logs it (issue 49: a run shows which term earned its reward)
+    rows = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["rewards/credit/mean"] == 0.5 and 0 <= r["rewards/task/mean"] <= 1 for r in rows)
+    assert all(r["reward_mean"] == pytest.approx(r["rewards/task/mean"] + 0.1 * 0.5) for r in rows)
     (tmp_path / "mine.py").write_text("def credit(completions, **kwargs):\n    return [0.25] * len(completions)\n")
     assert cli("train", "grpo", "--out", "b", *_sets(terms)).code == 0
     edited = json.loads((tmp_path / "b" / "run.json").read_text())["fingerprint"]
