@@ -2,11 +2,13 @@
 
     r_i = sum_k weight_k * term_k(o_i)
 
-Terms (``reward.terms`` in the recipe): a correctness verifier (``task`` = the task's own, or
-``integer``/``math``/``countdown``/``code``), ``format`` (shaped), the spurious controls ``random``,
-``incorrect``, ``format_only``, and ``function``: the user's own function with TRL's signature, called
-once per prompt's group in the worker pool (:mod:`rlvr_cli.rewards.function`). Each term's value before weighting is reported in ``Score.terms``,
-keyed by its type, or ``type#i`` (i = its position in ``reward.terms``) when a type appears twice.
+Terms (``reward.terms`` in the recipe) are the entries of the reward-term registry
+(:mod:`rlvr_cli.recipe.reward_terms`): each says what it needs checked (the response against the gold
+answer by its verifier, or against a fixed wrong label) and computes its value from that (the scorer
+hands it :class:`_Inputs`); a ``function`` term, the user's own code, is called once per prompt's group
+in the worker pool (:mod:`rlvr_cli.rewards.function`). Each term's value before weighting is reported in
+``Score.terms``, keyed by its type, or ``type#i`` (i = its position in ``reward.terms``) when a type
+appears twice.
 
 Whatever drives training, ``Score.correct``/``outcome``/``answer`` come from the task's TRUE
 verifier, so accuracy is always measured. A response cut at the length limit (``truncated``) never gave
@@ -98,8 +100,7 @@ def term_metric_names(terms) -> list[str]:
     """``rewards/<name>/mean`` per term of ``reward.terms`` (TRL's metric name): ``<name>`` is a function
     term's function name (TRL names it after the function), a built-in term's type, and ``name#i``
     (i = its position) where two terms share a name."""
-    names = [t.function.rpartition(":")[2] if t.type == "function" else t.type for t in terms]
-    return [f"rewards/{key}/mean" for key in term_keys(names)]
+    return [f"rewards/{key}/mean" for key in term_keys([t.name() for t in terms])]
 
 
 class Scorer:
@@ -132,7 +133,7 @@ class Scorer:
         self.columns = [c for c in getattr(task, "column_names", None) or getattr(spec_of_task, "reward_columns", None) or []
                         if c not in PASSED]
         """The dataset's columns a ``function`` term gets under their own names (TRL passes every column)."""
-        self.functions = [(i, t) for i, t in enumerate(spec.terms) if t.type == "function"]
+        self.functions = [(i, t) for i, t in enumerate(spec.terms) if t.user_code]
         refs = list(dict.fromkeys(t.function for _, t in self.functions))
         problems = check_importable(refs, set(PASSED) | set(self.columns), spec.worker_memory_mb)
         for i, term in self.functions:
@@ -153,20 +154,15 @@ class Scorer:
 
     def _get_pool(self) -> VerifierPool:
         if self._pool is None:
-            used = {self._verifier_name(t) for t in self.spec.terms if t.type in ("task", "math", "code", "incorrect")}
+            used = {t.verifier(self.true_verifier) for t in self.spec.terms if t.needs is not None}
             used.add(self.true_verifier)
-            preload = tuple(sorted(used & {"math", "code", "reasoning_gym"}))
+            preload = tuple(sorted(v for v in used if not get_verifier(v).IN_PROCESS_SAFE))  # warmed up in each worker
             code_warm = {"isolation": self.spec.code.isolation, "python": self.spec.code.python}
             functions = tuple(sorted({t.function for _, t in self.functions}))
             self._pool = VerifierPool(self.spec.workers, self.spec.worker_memory_mb, preload, code_warm, functions)
         return self._pool
 
     # --- scoring -----------------------------------------------------------------------------------
-    def _verifier_name(self, term) -> str:
-        if term.type in ("task", "incorrect", "format", "format_only", "random", "function"):
-            return self.true_verifier
-        return term.type
-
     def _check(self, name: str, response: str, reference: str) -> Check:
         timeout = self.spec.timeout_s
         if name == "code":
@@ -195,13 +191,15 @@ class Scorer:
             skip = item.truncated and self.spec.truncated_is_incorrect
             response, ref = item.response, item.problem.reference
             plan = {"true": None if skip else need(self.true_verifier, response, ref), "terms": []}
-            for term in self.spec.terms:
+            for term in self.spec.terms:  # what each term needs checked (rlvr_cli/recipe/reward_terms.py)
                 slot = None
-                if not skip and term.type in ("task", "integer", "math", "countdown", "code"):
-                    slot = need(self._verifier_name(term), response, ref)
-                elif not skip and term.type == "incorrect":
+                if skip and term.answer_based:
+                    pass
+                elif term.needs == "verdict":
+                    slot = need(term.verifier(self.true_verifier), response, ref)
+                elif term.needs == "wrong_label":
                     wrong = self._incorrect_reference(item)
-                    slot = None if wrong is None else need(self.true_verifier, response, wrong)
+                    slot = None if wrong is None else need(term.verifier(self.true_verifier), response, wrong)
                 plan["terms"].append(slot)
             plans.append(plan)
 
@@ -267,22 +265,35 @@ class Scorer:
         for i, (term, key, slot) in enumerate(zip(self.spec.terms, self.keys, plan["terms"])):
             if i in called and called[i] is None:
                 continue
-            values[key] = value = called[i] if i in called else self._term_value(i, term, item, slot, outcomes, skip)
+            if skip and term.answer_based:
+                value = 0.0
+            else:
+                value = term.value(_Inputs(self, i, item, None if slot is None else outcomes[slot], called.get(i)))
+            values[key] = value
             reward += term.weight * value
         return Score(reward=reward, correct=true.outcome == "correct", outcome=true.outcome, answer=true.answer, terms=values)
 
-    def _term_value(self, i: int, term, item: ScoreItem, slot, outcomes, skip: bool) -> float:
-        if term.type == "random":
-            return random_reward(term.p, self.seed, i, item.step, item.problem.id, item.sample_index)
-        if skip:
-            return 0.0
-        if slot is not None:
-            return 1.0 if outcomes[slot].outcome == "correct" else 0.0
+
+class _Inputs:
+    """What the scorer hands term ``i`` for one response (rlvr_cli.recipe.reward_terms.TermInputs)."""
+
+    def __init__(self, scorer: Scorer, i: int, item: ScoreItem, verdict: Outcome | None, function_value: float | None):
+        self.scorer, self.i, self.item = scorer, i, item
+        self.verdict, self.function_value = verdict, function_value
+
+    def format(self, think: bool) -> float:
+        s = self.scorer
         try:
-            if term.type == "format":
-                return format_reward(item.response, self.true_verifier, self.marker, term.think, self.spec.extract)
-            if term.type == "format_only":
-                return format_only_reward(item.response, self.true_verifier, self.options)
+            return format_reward(self.item.response, s.true_verifier, s.marker, think, s.spec.extract)
         except Exception:  # noqa: BLE001 - never raise for model output; a broken extractor scores 0
             return 0.0
-        return 0.0  # `incorrect` without a wrong label
+
+    def format_only(self) -> float:
+        try:
+            return format_only_reward(self.item.response, self.scorer.true_verifier, self.scorer.options)
+        except Exception:  # noqa: BLE001 - as format
+            return 0.0
+
+    def random(self, p: float) -> float:
+        it = self.item
+        return random_reward(p, self.scorer.seed, self.i, it.step, it.problem.id, it.sample_index)
