@@ -78,6 +78,10 @@ class RewardTermSpec(Strict):
         """Its row label in `rlvr doctor`'s table of terms (``key``: its key in ``Score.terms``)."""
         return key
 
+    def trl_note(self) -> str | None:
+        """A line for the TRL export's notes on how to use this term there (None: nothing to say)."""
+        return None
+
 
 REWARD_TERMS: dict[str, type[RewardTermSpec]] = {}
 """Every term type -> its entry (a verifier entry serves each name of :data:`VerifierName`)."""
@@ -191,6 +195,11 @@ class FunctionTerm(RewardTermSpec):
 
     def doctor_label(self, key: str) -> str:
         return f"{key} {self.name()}"
+
+    def trl_note(self) -> str | None:
+        return (f"reward.terms function {self.function}: trl_reward.RlvrReward calls it with TRL's keywords, as rlvr "
+                f"does; or pass it to GRPOTrainer(reward_funcs=[...]) itself (weight {self.weight:g} in reward_weights): "
+                "the dataset has its columns")
 
 
 RewardTerm = Annotated[Union[tuple(dict.fromkeys(REWARD_TERMS.values()))], Field(discriminator="type")]
