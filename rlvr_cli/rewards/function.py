@@ -36,7 +36,6 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
-import json
 import math
 import os
 import pickle
@@ -47,11 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.rewards.outcome import Outcome
-from rlvr_cli.rewards.pool import Check
-
-FUNCTION_CHECK = "function"
-"""The ``Check.verifier`` of a call of a user's function: the worker routes it here, not to a verifier."""
+from rlvr_cli.rewards.pool import CallResult, FunctionCall
 
 MAX_ABS_VALUE = 1e9
 """The largest |value| a function may return. rlvr's advantages are group statistics (a mean and a
@@ -201,7 +196,7 @@ def source_digests(refs) -> dict[str, str | None]:
 def reward_code_fingerprint(terms) -> tuple[str | None, dict[str, str | None]]:
     """(one digest over every ``function`` term's source digest, or None without such terms; the
     per-function digests), for run.json's fingerprint fields ``reward_code`` and ``reward_functions``."""
-    digests = source_digests(sorted({t.function for t in terms if t.type == "function"}))
+    digests = source_digests(sorted({t.function for t in terms if t.user_code}))
     if not digests:
         return None, {}
     text = "\n".join(f"{ref}={d}" for ref, d in digests.items())
@@ -301,36 +296,35 @@ def invoke(fn: Callable, call: Call) -> list[float]:
 
 
 # --- through the worker pool -------------------------------------------------------------------------------
-def to_check(ref: str, call: Call, timeout_s: float) -> Check:
-    """The pool's check that calls ``ref`` on ``call`` in a worker (pickled: the columns keep their types)."""
+def to_call(ref: str, call: Call, timeout_s: float) -> FunctionCall:
+    """The pool's job that calls ``ref`` on ``call`` in a worker (pickled: the columns keep their types)."""
     payload = base64.b64encode(pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
-    return Check(FUNCTION_CHECK, payload, "", {"function": ref}, timeout_s)
+    return FunctionCall(ref, payload, timeout_s)
 
 
 def answer(request: dict) -> dict:
-    """The worker's answer to a function check: the values as JSON, or an `error` with the reason."""
+    """The worker's answer to a ``function`` request: ``{"id", "values"}`` or ``{"id", "failure"}``."""
     rid = request["id"]
     try:
-        fn = load_function(request["options"]["function"])
-        call = pickle.loads(base64.b64decode(request["response"]))
-        values = invoke(fn, call)
-        return {"id": rid, "outcome": "correct", "reward": 0.0, "answer": json.dumps(values), "detail": ""}
+        fn = load_function(request["function"])
+        call = pickle.loads(base64.b64decode(request["call"]))
+        return {"id": rid, "values": invoke(fn, call)}
     except FunctionFailed as e:
-        detail = str(e)
+        failure = str(e)
     except UserError as e:
-        detail = e.problems[0]
+        failure = e.problems[0]
     except BaseException as e:  # noqa: BLE001 - never a traceback from the worker: the reply says what happened
-        detail = f"rlvr could not run the call: {type(e).__name__}: {str(e)[:200]}"
-    return {"id": rid, "outcome": "error", "reward": 0.0, "answer": None, "detail": detail}
+        failure = f"rlvr could not run the call: {type(e).__name__}: {str(e)[:200]}"
+    return {"id": rid, "failure": failure}
 
 
-def values_from(outcome: Outcome, n: int, timeout_s: float) -> list[float]:
+def values_from(result: CallResult, n: int, timeout_s: float) -> list[float]:
     """The rewards a worker sent back for a call of ``n`` completions, or ``FunctionFailed``."""
-    if outcome.outcome == "correct" and outcome.answer is not None:
-        return checked_values(json.loads(outcome.answer), n)
-    if outcome.outcome == "timeout":
+    if result.values is not None:
+        return checked_values(result.values, n)
+    if result.timed_out:
         raise FunctionFailed(f"took longer than reward.timeout_s ({timeout_s:g} s) and was stopped")
-    if outcome.detail.startswith("verifier worker"):
-        raise FunctionFailed(f"{outcome.detail}: the function crashed its worker process, or went over "
+    if result.failure.startswith("verifier worker"):
+        raise FunctionFailed(f"{result.failure}: the function crashed its worker process, or went over "
                              "reward.worker_memory_mb")
-    raise FunctionFailed(outcome.detail)
+    raise FunctionFailed(result.failure)

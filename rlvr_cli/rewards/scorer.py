@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from rlvr_cli.errors import UserError
 from rlvr_cli.rewards import outcome as oc
 from rlvr_cli.rewards.format_reward import format_reward
-from rlvr_cli.rewards.function import PASSED, Call, FunctionFailed, to_check, values_from
+from rlvr_cli.rewards.function import PASSED, Call, FunctionFailed, to_call, values_from
 from rlvr_cli.rewards.function_import import check_importable
 from rlvr_cli.rewards.outcome import Outcome
 from rlvr_cli.rewards.pool import Check, VerifierPool, run_checks
@@ -233,10 +233,10 @@ class Scorer:
             groups.setdefault((item.problem.id, item.step), []).append(k)
         jobs = [(i, term, ks) for i, term in self.functions for ks in groups.values()]
         timeout = self.spec.timeout_s
-        checks = [to_check(term.function, self._call([items[k] for k in ks]), timeout) for i, term, ks in jobs]
+        calls = [to_call(term.function, self._call([items[k] for k in ks]), timeout) for i, term, ks in jobs]
         values: dict[int, list[float]] = {i: [0.0] * len(items) for i, _ in self.functions}
         problems = []
-        for (i, term, ks), out in zip(jobs, self._get_pool().run(checks)):
+        for (i, term, ks), out in zip(jobs, self._get_pool().run(calls)):
             try:
                 got = values_from(out, len(ks), timeout)
             except FunctionFailed as e:

@@ -2,11 +2,12 @@
 
 Protocol: JSON lines. The worker warms up (imports the verifiers it was told to preload and runs one
 check of each, so that no timed check pays for sympy's import; a user's reward functions are imported
-too) and says ``{"ready": true}``. Then, per
-request ``{"id", "verifier", "response", "reference", "options"}``, it answers ``{"id", "outcome",
-"reward", "answer", "detail"}`` (a call of a user's reward function, verifier ``function``, answers
-its values as JSON in ``answer``: :mod:`rlvr_cli.rewards.function`); a code check first announces its sandbox ``{"id", "sandbox": [pgid,
-uid]}`` so that the pool can kill it too if it has to kill this worker. The protocol uses a private
+too) and says ``{"ready": true}``. Then it answers each request by its kind
+(:class:`rlvr_cli.rewards.pool.Check` and :class:`~rlvr_cli.rewards.pool.FunctionCall` define both):
+``check`` ``{"id", "kind", "verifier", "response", "reference", "options"}`` with ``{"id", "outcome",
+"reward", "answer", "detail"}``; ``function`` ``{"id", "kind", "function", "call"}`` (a call of a
+user's reward function, :mod:`rlvr_cli.rewards.function`) with ``{"id", "values"}`` or ``{"id",
+"failure"}``. A code check first announces its sandbox ``{"id", "sandbox": [pgid, uid]}`` so that the pool can kill it too if it has to kill this worker. The protocol uses a private
 copy of stdout; the real stdout is pointed at stderr so that stray prints cannot corrupt it.
 
 The worker limits its own address space (``--memory-mb``; a sympy blow-up becomes a MemoryError,
@@ -27,7 +28,7 @@ from rlvr_cli.processes import die_with_parent, limit_address_space
 def _answer(req: dict, send) -> dict:
     from rlvr_cli.rewards.registry import get_verifier
 
-    if req["verifier"] == "function":  # a user's reward function (rlvr_cli/rewards/function.py), not a verifier
+    if req.get("kind") == "function":  # a call of a user's reward function (rlvr_cli/rewards/function.py)
         from rlvr_cli.rewards.function import answer
 
         return answer(req)

@@ -416,13 +416,14 @@ def test_source_digest_follows_the_file_and_the_function_name_without_importing(
     (tmp_path / "top.py").write_text("def f(completions, **kw):\n    return [1.0]\n")
     assert source_digests(["top.py:f"])["top.py:f"] != d["top.py:f"]
 
-    class Term:
-        def __init__(self, type, function=None):
-            self.type, self.function = type, function
-    assert reward_code_fingerprint([Term("task")]) == (None, {})
-    one, per = reward_code_fingerprint([Term("task"), Term("function", "top.py:f")])
+    from rlvr_cli.recipe.reward_terms import FunctionTerm, VerifierTerm
+
+    def fn(ref):
+        return FunctionTerm(type="function", function=ref)
+    assert reward_code_fingerprint([VerifierTerm()]) == (None, {})
+    one, per = reward_code_fingerprint([VerifierTerm(), fn("top.py:f")])
     assert one.startswith("blake2b:") and per == {"top.py:f": source_digests(["top.py:f"])["top.py:f"]}
-    assert reward_code_fingerprint([Term("function", "top.py:f"), Term("function", "pkg.scores:f")])[0] != one
+    assert reward_code_fingerprint([fn("top.py:f"), fn("pkg.scores:f")])[0] != one
 
 
 # --- TRL parity (issue 49) ----------------------------------------------------------------------------------------
@@ -502,3 +503,21 @@ def spy(completions, level, answer, **kwargs):
     with pytest.raises(UserError, match=r"\['difficulty'\] are never passed"):
         module.write_text("def f(completions, difficulty, **kw):\n    return [0.0]\n")
         Scorer(reward_spec(f"{module}:f"), task)
+
+
+def test_a_function_call_is_its_own_message_kind(user_module):
+    """Issue 51: a call travels as `{kind: function, function, call}` and comes back as values (or a failure),
+    not dressed as a verifier check (a pickle in `response`, values in `answer`, outcome `correct`)."""
+    from rlvr_cli.rewards import worker
+    from rlvr_cli.rewards.function import to_call
+    from rlvr_cli.rewards.pool import CallResult, VerifierPool
+
+    ref = f"{user_module}:digit_credit"
+    job = to_call(ref, Call(["p"], ["#632", "#1"], [[1], [2]], {"answer": ["632", "632"]}), 5.0)
+    req = job.request(3)
+    assert req["kind"] == "function" and set(req) == {"id", "kind", "function", "call"}
+    assert worker._answer(req, print) == {"id": 3, "values": [1.0, 0.0]}
+    bad = to_call(f"{user_module}:short", Call(["p"], ["#632", "#1"], [[1], [2]], {"answer": ["632", "632"]}), 5.0)
+    assert worker._answer(bad.request(4), print) == {"id": 4, "failure": "returned 1 values for 2 completions"}
+    with VerifierPool(1, functions=(ref,)) as pool:
+        assert pool.run([job]) == [CallResult([1.0, 0.0])]
