@@ -103,6 +103,16 @@ def term_metric_names(terms) -> list[str]:
     return [f"rewards/{key}/mean" for key in term_keys([t.name() for t in terms])]
 
 
+def check_functions(reward_spec: RewardSpec, task_spec) -> None:
+    """``UserError`` when a ``function`` term of ``reward_spec`` cannot be imported (in a child process, under
+    its limits) or called with rlvr's keywords and the data's columns (the task is built to know them); no
+    model and no worker. What ``rlvr recipes validate`` checks for the user's reward code."""
+    from rlvr_cli.tasks import build_task
+
+    if any(t.user_code for t in reward_spec.terms):
+        Scorer(reward_spec, build_task(task_spec)).close()
+
+
 class Scorer:
     """Scores responses with a recipe's ``RewardSpec`` for a task; owns the verifier worker pool.
 

@@ -521,3 +521,19 @@ def test_a_function_call_is_its_own_message_kind(user_module):
     assert worker._answer(bad.request(4), print) == {"id": 4, "failure": "returned 1 values for 2 completions"}
     with VerifierPool(1, functions=(ref,)) as pool:
         assert pool.run([job]) == [CallResult([1.0, 0.0])]
+
+
+def test_recipes_validate_checks_the_reward_functions(tmp_path, monkeypatch, cli):
+    """Issue 49: `rlvr recipes validate` said `ok` for a missing reward file or a misspelled function. It now
+    imports them (in a child process, no model) and checks their signature."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text("def credit(completions, **kwargs):\n    return [0.0] * len(completions)\n")
+    for ref, want in [("mine.py:credit", None), ("mine.py:credti", "mine.py has no 'credti'"),
+                      ("gone.py:credit", "gone.py: no such file")]:
+        recipe = tmp_path / "r.yaml"
+        recipe.write_text(f"extends: grpo\nreward:\n  terms:\n    - {{type: task}}\n    - {{type: function, function: '{ref}'}}\n")
+        res = cli("recipes", "validate", str(recipe))
+        if want is None:
+            assert res.code == 0 and "ok" in res.stdout + res.stderr, res.stderr
+        else:
+            assert res.code == 2 and want in res.stderr and str(recipe) in res.stderr, res.stderr
