@@ -65,7 +65,7 @@ class Check:
             return None
         return Outcome(msg["outcome"], float(msg["reward"]), msg.get("answer"), msg.get("detail", ""))
 
-    def failed(self, detail: str, timed_out: bool = False) -> Outcome:
+    def failed(self, detail: str, timed_out: bool = False, skipped: bool = False) -> Outcome:
         return oc.timeout(f"{self.verifier} {detail}") if timed_out else oc.error(detail)
 
 
@@ -76,6 +76,8 @@ class CallResult:
     values: list | None
     failure: str = ""
     timed_out: bool = False
+    skipped: bool = False
+    """Not run: an earlier call of the same batch failed (``VerifierPool.run(stop_after_failure=True)``)."""
 
 
 @dataclass
@@ -100,8 +102,8 @@ class FunctionCall:
             return CallResult(None, str(msg["failure"]))
         return None
 
-    def failed(self, detail: str, timed_out: bool = False) -> CallResult:
-        return CallResult(None, detail, timed_out)
+    def failed(self, detail: str, timed_out: bool = False, skipped: bool = False) -> CallResult:
+        return CallResult(None, detail, timed_out, skipped)
 
 
 class _Worker:
@@ -220,15 +222,17 @@ class VerifierPool:
         self.close()
 
     # --- running checks ----------------------------------------------------------------------------
-    def run(self, checks: list[Check | FunctionCall]) -> list[Outcome | CallResult]:
+    def run(self, checks: list[Check | FunctionCall], stop_after_failure: bool = False) -> list[Outcome | CallResult]:
         """One result per job, in order (an Outcome per Check, a CallResult per FunctionCall); never raises
-        for anything in the jobs."""
+        for anything in the jobs. ``stop_after_failure``: once a FunctionCall fails, the jobs not yet done are
+        not run (their results say ``skipped``), so that a failing function is reported after one time
+        limit, not one per call."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the verifier pool is closed")
-            return self._run(checks)
+            return self._run(checks, stop_after_failure)
 
-    def _run(self, checks: list[Check]) -> list[Outcome]:
+    def _run(self, checks: list[Check | FunctionCall], stop_after_failure: bool = False) -> list[Outcome | CallResult]:
         results: list[Outcome | None] = [None] * len(checks)
         self.last_durations = [None] * len(checks)
         pending = deque(range(len(checks)))
@@ -250,6 +254,8 @@ class VerifierPool:
                         pending.appendleft(i)  # the worker was dead before it got the check: not its fault
                         self._retire(w)
             start_failures += self._wait_and_collect(checks, results)
+            if stop_after_failure and any(isinstance(r, CallResult) and r.values is None for r in results):
+                self._skip_the_rest(checks, results, pending)
             for w in list(self._workers):
                 if not w.ready and time.monotonic() - w.started > START_TIMEOUT_S:
                     self._retire(w)
@@ -260,6 +266,17 @@ class VerifierPool:
                     i = pending.popleft()
                     results[i] = checks[i].failed("verifier workers cannot start")
         return [r if r is not None else c.failed("lost check") for r, c in zip(results, checks)]
+
+    def _skip_the_rest(self, checks, results, pending: deque) -> None:
+        """Results for every job not done: ``skipped``; the workers busy with one are stopped and replaced."""
+        while pending:
+            i = pending.popleft()
+            results[i] = checks[i].failed("skipped", skipped=True)
+        for w in list(self._workers):
+            if w.job is not None:
+                results[w.job] = checks[w.job].failed("skipped", skipped=True)
+                w.job = None
+                self._retire(w)
 
     def _send(self, w: _Worker, i: int, check: Check) -> bool:
         data = (json.dumps(check.request(i)) + "\n").encode("ascii")

@@ -246,7 +246,11 @@ class Scorer:
         calls = [to_call(term.function, self._call([items[k] for k in ks]), timeout) for i, term, ks in jobs]
         values: dict[int, list[float]] = {i: [0.0] * len(items) for i, _ in self.functions}
         problems = []
-        for (i, term, ks), out in zip(jobs, self._get_pool().run(calls)):
+        skipped = 0
+        for (i, term, ks), out in zip(jobs, self._get_pool().run(calls, stop_after_failure=True)):
+            if out.skipped:  # not run: another call failed first (one time limit to the report, not one per call)
+                skipped += 1
+                continue
             try:
                 got = values_from(out, len(ks), timeout)
             except FunctionFailed as e:
@@ -257,7 +261,8 @@ class Scorer:
             for k, v in zip(ks, got):
                 values[i][k] = v
         if problems:
-            raise UserError(problems[:1] + ([f"... and {len(problems) - 1} more calls of this step failed"] if len(problems) > 1 else []))
+            more = [f"... and {len(problems) - 1} more calls of this step failed"] if len(problems) > 1 else []
+            raise UserError(problems[:1] + more + ([f"({skipped} more calls of this step were not made)"] if skipped else []))
         return values
 
     def _incorrect_reference(self, item: ScoreItem) -> str | None:

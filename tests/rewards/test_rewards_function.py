@@ -537,3 +537,22 @@ def test_recipes_validate_checks_the_reward_functions(tmp_path, monkeypatch, cli
             assert res.code == 0 and "ok" in res.stdout + res.stderr, res.stderr
         else:
             assert res.code == 2 and want in res.stderr and str(recipe) in res.stderr, res.stderr
+
+
+def test_a_sleeping_function_is_reported_after_one_time_limit_not_one_per_call(user_module, arithmetic):
+    """Issue 49: a reward that sleeps took 8 x reward.timeout_s before the first report (every call of the
+    step ran to its limit). The first failure now stops the step's other calls."""
+    import time
+
+    batch = [it for a in range(6) for it in items(arithmetic.problem(a, 1), ["#1"])]
+    spec = RewardSpec.model_validate({"terms": [{"type": "task"}, {"type": "function", "function": f"{user_module}:slow"}],
+                                      "workers": 1, "timeout_s": 1.0})
+    with Scorer(spec, arithmetic) as s:
+        s._get_pool().run([])  # nothing to do: measure the calls, not the worker's start
+        t0 = time.monotonic()
+        with pytest.raises(UserError) as e:
+            s.score(batch)
+        took = time.monotonic() - t0
+    assert "took longer than reward.timeout_s (1 s)" in e.value.problems[0]
+    assert e.value.problems[-1] == "(5 more calls of this step were not made)"
+    assert took < 4.0, took  # one limit (1 s) and the worker's start, not six limits
