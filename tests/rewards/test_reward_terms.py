@@ -6,6 +6,7 @@ and scored 0 on a correct answer because one list in the scorer forgot it)."""
 from __future__ import annotations
 
 import json
+import re
 import typing
 
 import pytest
@@ -112,3 +113,12 @@ def test_a_truncated_response_zeroes_answer_based_terms_only(tmp_path):
     with Scorer(spec, task) as s:
         (got,) = s.score([ScoreItem(p, "#632", 0, 1, truncated=True)])
     assert got.terms == {"task": 0.0, "random": 1.0, "format_only": 0.0}
+
+
+def test_the_readme_reward_row_names_every_registered_type():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith("| reward | `reward.terms` |")]
+    named = set(re.findall(r"`(\w+)`", row))
+    assert sorted(set(REWARD_TERMS) - named) == [], "README's reward row misses these reward.terms types"
