@@ -167,7 +167,7 @@ class FormatOnlyTerm(RewardTermSpec):
 
 @register
 class FunctionTerm(RewardTermSpec):
-    """Your own reward function with TRL's signature, `f(completions, **kwargs) -> list[float]`, called once per prompt's group with TRL's keyword arguments (prompts, completions, completion_ids, answer, every column of the dataset, trainer_state; `async def` is awaited) in the verifier worker pool under `reward.timeout_s`. It is your code and is NOT sandboxed (unlike the `code` verifier). A raise, a timeout or a wrong return (wrong length, None, NaN, a string) stops the run with exit 2 naming the function and the prompt (docs/own_task.md)."""
+    """Your own reward function with TRL's signature, `f(completions, **kwargs) -> list[float]`, called once per prompt's group with TRL's keyword arguments (prompts, completions, completion_ids, answer, every column of the dataset, trainer_state; `async def` is awaited) in the verifier worker pool under `reward.timeout_s`. It is your code and is NOT sandboxed (unlike the `code` verifier). A raise, a timeout or a wrong return (wrong length, None, NaN, a string, a value beyond +-1e9) stops the run with exit 2 naming the function and the prompt (docs/own_task.md)."""
 
     type: Literal["function"]
     function: str = Field(..., min_length=3)

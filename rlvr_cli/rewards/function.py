@@ -271,11 +271,12 @@ def checked_values(out, n: int) -> list[float]:
     if out is None or isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__") or not hasattr(out, "__len__"):
         raise FunctionFailed(f"returned {'None' if out is None else _kind(out)}, not a list of {n} floats")
     try:
-        values = list(out)
-    except Exception as e:  # noqa: BLE001 - the user's own sequence type may raise while iterated
+        length = len(out)  # before reading it: range(10**12) has a length, and no memory for its list
+        values = list(out) if length == n else []
+    except Exception as e:  # noqa: BLE001 - the user's own sequence type may raise while measured or read
         raise FunctionFailed(f"returned {_kind(out)} that raised {type(e).__name__} when read: {str(e)[:100]}") from None
-    if len(values) != n:
-        raise FunctionFailed(f"returned {len(values)} values for {n} completions")
+    if length != n or len(values) != n:
+        raise FunctionFailed(f"returned {length if length != n else len(values)} values for {n} completions")
     return [_number(v, i) for i, v in enumerate(values)]
 
 

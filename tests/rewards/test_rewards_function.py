@@ -312,6 +312,7 @@ def hostile_module(tmp_path_factory):
     ([10 ** 400], r"returned a int too large for a float \(about 401 digits\) for completion 0; a reward must be within \+-1e\+09"),
     ([1e308], r"returned 1e\+308 for completion 0, beyond \+-1e\+09 .*standard deviation"),
     ([-2e9], r"returned -2e\+09 for completion 0, beyond \+-1e\+09"),
+    (range(10 ** 12), r"returned 1000000000000 values for 1 completions"),
 ])
 def test_checked_values_refuses_values_beyond_the_bound(out, reason):
     with pytest.raises(FunctionFailed, match=reason):
