@@ -25,12 +25,28 @@ class Metric:
     timing: bool = False
     """Wall-clock measurements: vary between identical runs, left out of reproducibility checks."""
 
+    @property
+    def family(self) -> bool:
+        """A name with a ``<term>`` placeholder: one key per reward term (``rewards/<term>/mean``)."""
+        return "<" in self.name
+
+    def matches(self, key: str) -> str | None:
+        """The placeholder's value when ``key`` is one of this family's keys, else None."""
+        if not self.family:
+            return None
+        head, _, rest = self.name.partition("<")
+        tail = rest.partition(">")[2]
+        if key.startswith(head) and key.endswith(tail) and len(key) > len(head) + len(tail):
+            return key[len(head):len(key) - len(tail)]
+        return None
+
 
 RL, SFT, BOTH = ("rl",), ("sft",), ("rl", "sft")
 
 METRICS: tuple[Metric, ...] = (
     Metric("step", "the step number (1-based)", "step", BOTH),
     Metric("reward_mean", "mean of the recipe's reward (sum_k w_k term_k) over every response sampled this step", "reward (train)"),
+    Metric("rewards/<term>/mean", "mean of one reward term before weighting over every response sampled this step, one key per term of reward.terms (TRL's name): `<term>` is a function term's function name or a built-in term's type (`task`, `format`, ...), `name#i` when two terms share a name", "reward term"),
     Metric("reward_shaped_mean", "mean reward after the length controls, overlong shaping and KL-in-reward, over the trained batch (minus reward_mean: the mean shaping term without dynamic sampling)", "shaped reward"),
     Metric("accuracy", "fraction correct by the task's **true** verifier (whatever reward drives training), all sampled responses", "accuracy (train)"),
     Metric("kl_mean", "recipe estimator of KL(pi_old ‖ pi_ref) per response token, mean over tokens (null on the steps `kl.track_every` skips when KL is only tracked)", "KL mean"),
@@ -98,6 +114,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("tokens_per_s", "sampling throughput", "tokens/s", timing=True),
 )
 BY_NAME = {m.name: m for m in METRICS}
+FAMILIES = tuple(m for m in METRICS if m.family)
 
 RENAMED = {
     "zero_std_all_correct_frac": "groups_all_correct_frac",
@@ -111,23 +128,39 @@ TIMING = frozenset(m.name for m in METRICS if m.timing)
 
 
 def names(algorithm: str) -> list[str]:
-    """The keys of one step row of ``algorithm`` (`rl` or `sft`), in table order."""
-    return [m.name for m in METRICS if algorithm in m.algorithms]
+    """The fixed keys of one step row of ``algorithm`` (`rl` or `sft`), in table order (a family such as
+    ``rewards/<term>/mean`` has one key per reward term besides)."""
+    return [m.name for m in METRICS if algorithm in m.algorithms and not m.family]
+
+
+def family(key: str) -> tuple[Metric, str] | None:
+    """(the family, the placeholder's value) of a key such as ``rewards/task/mean``; None for another."""
+    for m in FAMILIES:
+        if (value := m.matches(key)) is not None:
+            return m, value
+    return None
 
 
 def label(name: str) -> str:
     """The legend name of a metric (the name itself for one not in the table)."""
     m = BY_NAME.get(name)
+    if m is None and (fam := family(name)) is not None:
+        return f"{fam[0].label}: {fam[1]}"
     return m.label if m else name
 
 
 def step_row(algorithm: str, values: dict) -> dict:
-    """A metrics.jsonl row: exactly the table's keys for ``algorithm``, in table order."""
+    """A metrics.jsonl row: exactly the table's keys for ``algorithm`` (and any keys of its families), in
+    table order."""
     want = names(algorithm)
-    if set(values) != set(want):
+    of_family = {k: f[0].name for k in values if k not in BY_NAME and (f := family(k)) is not None
+                 and algorithm in f[0].algorithms}
+    if set(values) - set(of_family) != set(want):
         raise KeyError(f"{algorithm} step row: missing {sorted(set(want) - set(values))}, "
-                       f"not in rlvr_cli/metrics.py {sorted(set(values) - set(want))}")
-    return {k: values[k] for k in want}
+                       f"not in rlvr_cli/metrics.py {sorted(set(values) - set(want) - set(of_family))}")
+    order = [m.name for m in METRICS if algorithm in m.algorithms]
+    keys = sorted(values, key=lambda k: order.index(of_family.get(k, k)))  # stable: the terms' order kept
+    return {k: values[k] for k in keys}
 
 
 def upgrade_row(row: dict) -> dict:

@@ -27,6 +27,32 @@ def test_a_step_row_has_exactly_the_tables_keys_in_its_order():
         metrics.step_row("sft", {"step": 1})
 
 
+def test_a_family_adds_one_key_per_reward_term_in_its_place():
+    """`rewards/<term>/mean` (TRL's name) has a key per reward term: step_row takes them, after reward_mean
+    and in the terms' order, and refuses a key of no family."""
+    fixed = metrics.names("rl")
+    assert "rewards/<term>/mean" not in fixed
+    values = {k: 0 for k in fixed} | {"rewards/task/mean": 1.0, "rewards/digit_credit/mean": 0.5}
+    row = list(metrics.step_row("rl", values))
+    at = row.index("reward_mean")
+    assert row[at + 1:at + 3] == ["rewards/task/mean", "rewards/digit_credit/mean"]
+    assert metrics.label("rewards/digit_credit/mean") == "reward term: digit_credit"
+    assert metrics.family("rewards//mean") is None and metrics.family("rewards/x/max") is None
+    with pytest.raises(KeyError, match="not in rlvr_cli/metrics.py"):
+        metrics.step_row("sft", {**{k: 0 for k in metrics.names("sft")}, "rewards/task/mean": 1.0})
+
+
+def test_term_metric_names_follow_trl():
+    from rlvr_cli.recipe.schema import RewardSpec
+    from rlvr_cli.rewards.scorer import term_metric_names
+
+    spec = RewardSpec.model_validate({"terms": [{"type": "task"}, {"type": "format"},
+                                                {"type": "function", "function": "m.py:credit"},
+                                                {"type": "function", "function": "other.py:credit"}]})
+    assert term_metric_names(spec.terms) == ["rewards/task/mean", "rewards/format/mean", "rewards/credit#2/mean",
+                                             "rewards/credit#3/mean"]
+
+
 def test_renames_point_at_current_names_and_old_rows_read_under_them():
     assert not set(metrics.RENAMED) & set(metrics.BY_NAME)
     assert set(metrics.RENAMED.values()) <= set(metrics.BY_NAME)

@@ -178,8 +178,8 @@ def _rest(r, w: Warnings) -> list[str]:
     notes = []
     if r.dynamic_sampling.enabled:
         w.add("dynamic_sampling.enabled", "TRL has no dynamic sampling: all-correct and all-wrong groups stay in the batch with zero advantage")
-    if any(t.type == "random" for t in r.reward.terms):
-        w.add("reward.terms.random", "the random reward draws from TRL's global step (optimiser updates), so its values differ from rlvr's run")
+    for kind, text in dict.fromkeys((t.type, t.trl_export) for t in r.reward.terms if t.trl_export):  # the registry's
+        w.add(f"reward.terms.{kind}", text)
     if r.rollout.old_logprobs == "sampler":
         w.add("rollout.old_logprobs", "TRL recomputes the behaviour log-probs with a forward pass (its sampler's are not used)")
     for knob in ("brevity_bonus", "group_length_penalty", "incorrect_offset") if r.reward.length_control else ():
@@ -187,10 +187,7 @@ def _rest(r, w: Warnings) -> list[str]:
             w.add(f"reward.length_control.{knob}", "not exported: TRL has no such reward shaping and rlvr's trl_reward does not add it")
     if r.overlong.soft_punish is not None:
         notes.append("overlong.soft_punish: TRL has none; rlvr's reward function (trl_reward.RlvrReward) adds it, so use that reward")
-    for term in (t for t in r.reward.terms if t.type == "function"):
-        notes.append(f"reward.terms function {term.function}: trl_reward.RlvrReward calls it with TRL's keywords, as rlvr "
-                     f"does; or pass it to GRPOTrainer(reward_funcs=[...]) itself (weight {term.weight:g} in reward_weights): "
-                     "the dataset has its columns")
+    notes += [note for t in r.reward.terms if (note := t.trl_note())]
     lora = r.model.lora
     if lora is not None:  # a GRPOTrainer argument, not a GRPOConfig one
         notes.append(f"model.lora: GRPOTrainer(peft_config=peft.LoraConfig(r={lora.rank}, lora_alpha={lora.alpha:g}, "

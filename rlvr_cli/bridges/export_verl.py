@@ -19,6 +19,7 @@ import re
 
 from rlvr_cli.bridges.base import Export, Warnings
 from rlvr_cli.bridges.export_async import verl_async
+from rlvr_cli.recipe.reward_terms import VerifierTerm
 
 VERL_STD_EPS = 1e-6
 """verl's compute_grpo_outcome_advantage default epsilon (not exposed in the config)."""
@@ -267,15 +268,15 @@ def _shaping(r, w: Warnings) -> dict:
     if r.overlong.mask_truncated:
         w.add("overlong.mask_truncated", "verl has no overlong filtering: truncated responses stay in the loss")
     terms = r.reward.terms
-    if not (len(terms) == 1 and terms[0].type == "task" and terms[0].weight == 1.0):
+    if terms != [VerifierTerm()]:  # the task's own verifier at weight 1, as verl_reward scores
         w.add("reward.terms", "rlvr_cli/bridges/verl_reward.py scores the task's verifier only (0/1); other terms and weights are not carried")
     if r.reward.truncated_is_incorrect:
         w.add("reward.truncated_is_incorrect", "verl's reward function does not know a response was truncated: an answer in a cut response still counts")
     for knob in ("brevity_bonus", "group_length_penalty", "incorrect_offset") if r.reward.length_control else ():
         if getattr(r.reward.length_control, knob) is not None:
             w.add(f"reward.length_control.{knob}", "not exported: verl has no such reward shaping and rlvr's verl_reward scores one response without its group")
-    if any(t.type == "random" for t in r.reward.terms):
-        w.add("reward.terms.random", "the random reward is drawn per (step, prompt, sample) in rlvr; verl's reward function does not see the sample index")
+    for kind, text in dict.fromkeys((t.type, t.verl_export) for t in r.reward.terms if t.verl_export):  # the registry's
+        w.add(f"reward.terms.{kind}", text)
     return out
 
 

@@ -18,7 +18,7 @@ dataset carries each prompt's gold answer in the ``rlvr_reference`` column, whic
 
 A recipe's ``function`` reward terms (the user's own TRL-signature functions) are called by the same
 scorer with the same keyword arguments as in ``rlvr train``. The dataset also has the columns such a
-function reads, ``answer`` and the task's ``reward_columns``, so the function itself can be passed to
+function reads, ``answer`` and the data's other columns, so the function itself can be passed to
 ``GRPOTrainer(reward_funcs=[...])`` instead, with TRL's ``reward_weights``.
 """
 
@@ -71,7 +71,7 @@ class RlvrReward:
             problem = Problem(pid, _text(prompts[i]), rlvr_reference[i], meta)
             seen[pid] = seen.get(pid, -1) + 1
             items.append(ScoreItem(problem, _text(completions[i]), seen[pid], step, self._truncated(ids_list[i]),
-                                   completion_ids=ids_list[i]))
+                                   completion_ids=ids_list[i], trl_global_step=step))
         scores = self.scorer.score(items)
         rewards = [s.reward for s in scores]
         sp = self.recipe.overlong.soft_punish
@@ -102,7 +102,7 @@ def _text(x) -> str:
 def train_dataset(recipe, num_prompts: int | None = None):
     """A ``datasets.Dataset`` of training prompts: ``prompt`` (text, or a conversation when the task uses
     the chat template), ``rlvr_id``, ``rlvr_reference``, ``rlvr_meta``, and what a ``function`` reward term
-    reads: ``answer`` (= ``rlvr_reference``) and the task's ``reward_columns``. Defaults to steps * P prompts."""
+    reads: ``answer`` (= ``rlvr_reference``) and the data's other columns (as TRL passes them). Defaults to steps * P prompts."""
     from datasets import Dataset
 
     r = _recipe(recipe)
@@ -110,7 +110,7 @@ def train_dataset(recipe, num_prompts: int | None = None):
     n = num_prompts or r.steps * r.rollout.prompts_per_step
     problems = task.train_problems(random.Random(r.seed), n)
     chat = getattr(getattr(task, "spec", None), "chat_template", False)
-    columns = getattr(getattr(task, "spec", None), "reward_columns", None) or []
+    columns = [c for c in getattr(task, "column_names", None) or [] if c not in ("prompt", "answer") and not c.startswith("rlvr_")]
     return Dataset.from_dict(
         {
             "prompt": [chat_messages(task.spec, p) if chat else p.prompt for p in problems],

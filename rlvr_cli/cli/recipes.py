@@ -72,6 +72,7 @@ def validate(
     Example: rlvr recipes validate recipes/*.yaml
     """
     from rlvr_cli.models.notes import model_notes
+    from rlvr_cli.rewards.scorer import check_functions
 
     problems: list[str] = []
     for f in files:
@@ -79,6 +80,11 @@ def validate(
             r = load_recipe(f, set_)
         except UserError as e:
             problems.extend(e.problems)
+            continue
+        try:  # the user's reward functions: importable, and callable with rlvr's keywords (no model loads)
+            check_functions(r.reward, r.task)
+        except UserError as e:
+            problems.extend(f"{f}: {p}" for p in e.problems)
             continue
         console.print(f"[green]ok[/green] {f}", highlight=False)
         for note in r.notes() + model_notes(r):

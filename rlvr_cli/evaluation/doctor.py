@@ -170,13 +170,14 @@ def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosi
     f.append(_disagreement(rewards, correct))
     for j, (key, term) in enumerate(zip(keys, recipe.reward.terms)):
         v = terms[:, :, j]
-        label = f"{key} {term.function.rpartition(':')[2]}" if term.type == "function" else key
+        label = term.doctor_label(key)  # rlvr_cli/recipe/reward_terms.py
         diag.terms.append(TermStats(label, term.weight, float(v.mean()), float(v.std()) if v.numel() > 1 else 0.0,
                                     float(v.min()), float(v.max()), int((~zero_spread_groups(v)).sum())))
     constant = [t for t in diag.terms if t.high - t.low <= 1e-12]
     if constant and len(keys) > 1:
+        user_code = {term.doctor_label(key) for key, term in zip(keys, recipe.reward.terms) if term.user_code}
         broken = " (a function that returns one value for everything is likely broken)" if any(
-            t.key.startswith("function") for t in constant) else ""
+            t.key in user_code for t in constant) else ""
         f.append(Finding("constant reward terms", ", ".join(f"{t.key} = {t.low:g}" for t in constant), "warn",
                          f"the same value on every response: the term adds nothing to the advantage{broken}"))
 

@@ -18,6 +18,9 @@ from pydantic import Field, model_validator
 from rlvr_cli.recipe.objectives import (
     MAX_RATIO_BOUND, OBJECTIVES, Objective, PPOClipObjective, check_loss, objective_notes,
 )
+from rlvr_cli.recipe.reward_terms import (  # noqa: F401 - the terms' classes, importable from here as before
+    FormatOnlyTerm, FormatTerm, FunctionTerm, IncorrectTerm, RandomTerm, RewardTerm, VerifierName, VerifierTerm,
+)
 from rlvr_cli.recipe.strict import Strict
 
 # --- names of the choices: one source for the schema and the algorithm registries -------------
@@ -27,7 +30,6 @@ RatioLevel = Literal["token", "sequence"]
 Aggregation = Literal["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"]
 KLPlacement = Literal["loss", "reward", "none"]
 KLEstimator = Literal["k1", "k2", "k3"]
-VerifierName = Literal["task", "integer", "math", "countdown", "code", "reasoning_gym"]
 Schedule = Literal["constant", "linear", "cosine"]
 ISMode = Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
 PassKMethod = Literal["pkpo", "analytic"]
@@ -248,7 +250,7 @@ class DatasetTaskSpec(Strict):
     verifier: Literal["math", "integer"] = "math"
     """Verifier that decides correctness for this dataset."""
     reward_columns: list[str] = Field(default_factory=list)
-    """Columns passed to `function` reward terms as keyword arguments of the same name (one value per completion, as TRL passes a dataset's columns); the gold answer always comes as `answer`."""
+    """Columns that must be in the data, for `function` reward terms (which get every column but the question's as a keyword argument of the same name, one value per completion, as TRL passes a dataset's columns); the gold answer always comes as `answer`."""
 
     @model_validator(mode="after")
     def _regex_given(self):
@@ -618,67 +620,7 @@ ExtractMethod = Literal["boxed", "gsm8k", "last_number", "answer_tags", "answer_
                         "answer_colon_lenient"]
 
 
-class VerifierTerm(Strict):
-    type: VerifierName = "task"
-    """A correctness verifier; `task` means the task's own (integer for arithmetic, countdown, math for datasets)."""
-    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
-    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
-
-
-class FormatTerm(Strict):
-    type: Literal["format"]
-    """Shaped reward: 1 when the response follows the task's format (its answer marker followed by a readable answer; without a marker, an answer found by one of `reward.extract`'s methods other than `last_number`, by default a `\\boxed{}` or `####` answer), optionally after a <think> block."""
-    weight: float = Field(0.1, ge=-MAX_COEF, le=MAX_COEF)
-    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
-    think: bool = False
-    """Require `<think>...</think>` (exactly one, non-empty, at the start) before the answer."""
-
-
-class RandomTerm(Strict):
-    type: Literal["random"]
-    """Spurious control: Bernoulli(p), reproducible from the seed and the sample's identity (step, prompt id, sample index)."""
-    p: float = Field(0.5, ge=0, le=1)
-    """P(reward 1) of the random reward."""
-    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
-    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
-
-
-class IncorrectTerm(Strict):
-    type: Literal["incorrect"]
-    """Spurious control: 1 only when the answer equals a fixed wrong label of the prompt."""
-    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
-    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
-
-
-class FormatOnlyTerm(Strict):
-    type: Literal["format_only"]
-    """Spurious control: 1 whenever an answer can be extracted at all (by the task's verifier, with `reward.extract`)."""
-    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
-    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
-
-
-class FunctionTerm(Strict):
-    """Your own reward function with TRL's signature, `f(completions, **kwargs) -> list[float]`, called once per prompt's group with TRL's keyword arguments (prompts, completions, completion_ids, answer, the dataset's `reward_columns`, trainer_state) in the verifier worker pool under `reward.timeout_s`. It is your code and is NOT sandboxed (unlike the `code` verifier). A raise, a timeout or a wrong return (wrong length, None, NaN, a string) stops the run with exit 2 naming the function and the prompt (docs/own_task.md)."""
-
-    type: Literal["function"]
-    function: str = Field(..., min_length=3)
-    """`module:function` (imported from the current directory or PYTHONPATH) or `path/to/file.py:function` (relative to the current directory)."""
-    weight: float = Field(1.0, ge=-MAX_COEF, le=MAX_COEF)
-    """w_k: this term's weight in r = sum_k w_k * term_k (within +-1e4, as every reward coefficient)."""
-
-    @model_validator(mode="after")
-    def _reference_form(self):
-        where, _, name = self.function.rpartition(":")
-        if not where or not name.isidentifier():
-            raise ValueError(f"function {self.function!r}: expected `module:function` or `path/to/file.py:function`")
-        if not where.endswith(".py") and not all(part.isidentifier() for part in where.split(".")):
-            raise ValueError(f"function {self.function!r}: {where!r} is neither a module name (a.b.c) nor a .py file")
-        return self
-
-
-RewardTerm = Annotated[
-    Union[VerifierTerm, FormatTerm, RandomTerm, IncorrectTerm, FormatOnlyTerm, FunctionTerm], Field(discriminator="type")
-]
+# The terms of reward.terms: one registered entry per type (rlvr_cli/recipe/reward_terms.py).
 
 
 class CodeSpec(Strict):

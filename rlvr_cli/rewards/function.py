@@ -9,9 +9,11 @@ rlvr calls it once per prompt's group (the G responses to one prompt of a traini
 holds that group; an evaluation, which measures correctness with the task's verifier, does not call it.
 Prompts and completions are text, or with ``task.chat_template`` TRL's conversational form: the
 prompt's messages, and ``[{"role": "assistant", "content": text}]`` per completion. ``answer`` is the
-gold answer as the task's verifier reads it; a dataset task adds its ``reward_columns`` under their own
-names; ``trainer_state.global_step`` is the rlvr step; ``log_extra`` and ``log_metric`` accept TRL's
-logging calls and drop them. The function sees every completion, a truncated one too
+gold answer as the task's verifier reads it; a dataset task adds every column of the prompt's row (the
+question column aside: it is ``prompts``) under its own name, as TRL passes a dataset's columns;
+``trainer_state.global_step`` counts as TRL's does (0 on the first step); ``log_extra`` and
+``log_metric`` accept TRL's logging calls and drop them. An ``async def`` function is awaited, as TRL
+does. The function sees every completion, a truncated one too
 (``reward.truncated_is_incorrect`` zeroes only rlvr's own answer-based terms), as it would under TRL.
 
 Where it runs: in a verifier worker (:mod:`rlvr_cli.rewards.pool`), which imports the module once when
@@ -28,12 +30,12 @@ bad value also names its completion.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import importlib
 import importlib.util
 import inspect
-import json
 import math
 import os
 import pickle
@@ -44,14 +46,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.rewards.outcome import Outcome
-from rlvr_cli.rewards.pool import Check
+from rlvr_cli.rewards.pool import CallResult, FunctionCall
 
-FUNCTION_CHECK = "function"
-"""The ``Check.verifier`` of a call of a user's function: the worker routes it here, not to a verifier."""
+MAX_ABS_VALUE = 1e9
+"""The largest |value| a function may return. rlvr's advantages are group statistics (a mean and a
+standard deviation over G rewards, times a weight up to 1e4): a reward of 1e308 is finite, yet its group's
+squared deviations overflow to inf and every update becomes NaN. 1e9 (times 1e4, squared, summed over a
+group) stays far below float32's 3.4e38, and no reward that means something is that large."""
 
 PASSED = frozenset({"prompts", "completions", "completion_ids", "answer", "trainer_state", "log_extra", "log_metric"})
-"""The keywords every call gets, besides a dataset's ``reward_columns``."""
+"""The keywords every call gets, besides a dataset's columns (a column of one of these names is not passed:
+rlvr's value wins, e.g. ``answer`` is the gold answer after ``answer_extraction``)."""
 
 
 class FunctionFailed(Exception):
@@ -63,7 +68,8 @@ class TrainerState:
     """What rlvr passes as ``trainer_state``: the one field of transformers' ``TrainerState`` it has."""
 
     global_step: int
-    """The rlvr step being scored."""
+    """As TRL counts it: the optimiser steps completed before this batch was scored, so 0 on the first
+    step; in ``rlvr train``, rlvr's step - 1 (under TRL, through the bridge, TRL's own value)."""
 
 
 def _log_extra(column: str, values: list) -> None:
@@ -82,12 +88,13 @@ class Call:
     completions: list
     completion_ids: list
     columns: dict[str, list] = field(default_factory=dict)
-    """``answer`` and the dataset's ``reward_columns``, one value per completion."""
-    step: int = 0
+    """``answer`` and every column of the dataset's row, one value per completion."""
+    global_step: int = 0
+    """``trainer_state.global_step`` (TRL's count: 0 on the first step)."""
 
     def kwargs(self) -> dict:
         return {"prompts": self.prompts, "completions": self.completions, "completion_ids": self.completion_ids,
-                **self.columns, "trainer_state": TrainerState(self.step), "log_extra": _log_extra,
+                **self.columns, "trainer_state": TrainerState(self.global_step), "log_extra": _log_extra,
                 "log_metric": _log_metric}
 
 
@@ -139,8 +146,8 @@ def load_function(ref: str) -> Callable:
         module = _import_file(where) if where.endswith(".py") else _import_module(where)
     except UserError as e:
         raise UserError(f"{ref}: {e.problems[0]}") from None
-    except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the user's module raises while importing
-        raise UserError(f"{ref}: cannot import {where}: {type(e).__name__}: {e}{_where(e)}") from None
+    except BaseException as e:  # noqa: BLE001 - whatever the user's module raises while importing, Ctrl-C's too
+        raise UserError(f"{ref}: cannot import {where}: {_exception(e)}{_where(e)}") from None
     fn = getattr(module, name, None)
     if fn is None:
         raise UserError(f"{ref}: {where} has no {name!r}")
@@ -148,6 +155,52 @@ def load_function(ref: str) -> Callable:
         raise UserError(f"{ref}: {name} is a {type(fn).__name__}, not a function")
     _loaded[ref] = fn
     return fn
+
+
+def source_file(ref: str) -> Path | None:
+    """The file that defines ``ref``'s module, found as the import would find it but without running
+    anything (a package's ``__init__`` is not executed); None when it cannot be found, or has no file."""
+    where, _ = split_reference(ref)
+    if where.endswith(".py"):
+        path = Path(where).expanduser().resolve()
+        return path if path.is_file() else None
+    from importlib.machinery import PathFinder
+
+    search = [p or os.getcwd() for p in sys.path] + [os.getcwd()]
+    spec = None
+    for part in where.split("."):
+        spec = PathFinder.find_spec(part, search)
+        if spec is None:
+            return None
+        search = list(spec.submodule_search_locations or [])
+    origin = spec.origin if spec is not None else None
+    return Path(origin) if origin and Path(origin).is_file() else None
+
+
+def source_digests(refs) -> dict[str, str | None]:
+    """``{ref: "blake2b:<32 hex>"}``: each function's module file (its bytes) and the function's name, the
+    reward-code part of a run's fingerprint; None for a module without a file. It covers the file that
+    defines the module, not the modules that file imports."""
+    out = {}
+    for ref in refs:
+        path = source_file(ref)
+        if path is None:
+            out[ref] = None
+            continue
+        h = hashlib.blake2b(path.read_bytes(), digest_size=16)
+        h.update(b"\0" + split_reference(ref)[1].encode("utf-8"))
+        out[ref] = "blake2b:" + h.hexdigest()
+    return out
+
+
+def reward_code_fingerprint(terms) -> tuple[str | None, dict[str, str | None]]:
+    """(one digest over every ``function`` term's source digest, or None without such terms; the
+    per-function digests), for run.json's fingerprint fields ``reward_code`` and ``reward_functions``."""
+    digests = source_digests(sorted({t.function for t in terms if t.user_code}))
+    if not digests:
+        return None, {}
+    text = "\n".join(f"{ref}={d}" for ref, d in digests.items())
+    return "blake2b:" + hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest(), digests
 
 
 def check_signature(fn: Callable, ref: str, names: set[str]) -> None:
@@ -168,11 +221,17 @@ def check_signature(fn: Callable, ref: str, names: set[str]) -> None:
     missing = [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
                and p.name not in names]
     if missing:
-        raise UserError(f"{ref}: parameter(s) {missing} are never passed (rlvr passes {', '.join(sorted(names))}); "
-                        "name a dataset column in task.reward_columns to pass it")
+        raise UserError(f"{ref}: parameter(s) {missing} are never passed (rlvr passes {', '.join(sorted(names))}: its "
+                        "keywords and the data's columns); give it a default, or name a column of the data")
 
 
 # --- calling it ------------------------------------------------------------------------------------------
+def _exception(e: BaseException) -> str:
+    """`ValueError: its message`, or the type alone when the message is empty (`KeyboardInterrupt`)."""
+    text = str(e)[:300]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
 def _where(e: BaseException) -> str:
     """` (at file.py:12)`: where the exception was raised, so the user can find the line."""
     frames = traceback.extract_tb(e.__traceback__)
@@ -183,69 +242,90 @@ def _kind(x) -> str:
     return f"a {type(x).__name__} ({str(x)[:60]!r})" if isinstance(x, (str, bytes)) else f"a {type(x).__name__}"
 
 
+def _number(v, i: int) -> float:
+    """One returned value as a float in +-MAX_ABS_VALUE, or ``FunctionFailed`` naming completion ``i``."""
+    if v is None:
+        raise FunctionFailed(f"returned None for completion {i} (TRL reads None as `does not apply`; rlvr needs "
+                             "a number: return 0.0 where that is meant)")
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__float__"):
+        raise FunctionFailed(f"returned {_kind(v)} for completion {i}, not a number")
+    try:
+        f = float(v)
+    except OverflowError:  # an int (or Fraction, Decimal) beyond any float: 10**400
+        digits = f" (about {int(abs(v).bit_length() * 0.30103) + 1} digits)" if isinstance(v, int) else ""
+        raise FunctionFailed(f"returned {_kind(v)} too large for a float{digits} for completion {i}; a reward must be "
+                             f"within +-{MAX_ABS_VALUE:g}") from None
+    except Exception as e:  # noqa: BLE001 - the user's own number type may raise anything from __float__
+        raise FunctionFailed(f"returned {_kind(v)} for completion {i}, which is not a number "
+                             f"(float() raised {type(e).__name__}: {str(e)[:100]})") from None
+    if not math.isfinite(f):
+        raise FunctionFailed(f"returned {f} for completion {i}")
+    if abs(f) > MAX_ABS_VALUE:
+        raise FunctionFailed(f"returned {f:g} for completion {i}, beyond +-{MAX_ABS_VALUE:g} (a reward that large "
+                             "overflows its group's standard deviation: every update would be NaN); scale it down")
+    return f
+
+
 def checked_values(out, n: int) -> list[float]:
-    """``out`` as ``n`` finite floats, or ``FunctionFailed`` saying what is wrong with it."""
+    """``out`` as ``n`` finite floats within +-``MAX_ABS_VALUE``, or ``FunctionFailed`` saying what is wrong."""
     if out is None or isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__") or not hasattr(out, "__len__"):
         raise FunctionFailed(f"returned {'None' if out is None else _kind(out)}, not a list of {n} floats")
-    values = list(out)
-    if len(values) != n:
-        raise FunctionFailed(f"returned {len(values)} values for {n} completions")
-    result = []
-    for i, v in enumerate(values):
-        if v is None:
-            raise FunctionFailed(f"returned None for completion {i} (TRL reads None as `does not apply`; rlvr needs "
-                                 "a number: return 0.0 where that is meant)")
-        if isinstance(v, (str, bytes)) or not hasattr(v, "__float__"):
-            raise FunctionFailed(f"returned {_kind(v)} for completion {i}, not a number")
-        try:
-            f = float(v)
-        except (TypeError, ValueError) as e:
-            raise FunctionFailed(f"returned {_kind(v)} for completion {i}, not a number ({e})") from None
-        if not math.isfinite(f):
-            raise FunctionFailed(f"returned {f} for completion {i}")
-        result.append(f)
-    return result
+    try:
+        length = len(out)  # before reading it: range(10**12) has a length, and no memory for its list
+        values = list(out) if length == n else []
+    except Exception as e:  # noqa: BLE001 - the user's own sequence type may raise while measured or read
+        raise FunctionFailed(f"returned {_kind(out)} that raised {type(e).__name__} when read: {str(e)[:100]}") from None
+    if length != n or len(values) != n:
+        raise FunctionFailed(f"returned {length if length != n else len(values)} values for {n} completions")
+    return [_number(v, i) for i, v in enumerate(values)]
+
+
+async def _awaited(awaitable):
+    return await awaitable
 
 
 def invoke(fn: Callable, call: Call) -> list[float]:
     """Call ``fn`` on one group and check its return; ``FunctionFailed`` otherwise."""
     try:
         out = fn(**call.kwargs())
-    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's code may raise anything
+        if inspect.isawaitable(out):  # an `async def` reward function: awaited, as TRL does
+            out = asyncio.run(_awaited(out))
+    except BaseException as e:  # noqa: BLE001 - the user's code may raise anything, KeyboardInterrupt too
         hint = " (raise reward.worker_memory_mb?)" if isinstance(e, MemoryError) else ""
-        raise FunctionFailed(f"raised {type(e).__name__}: {str(e)[:300]}{_where(e)}{hint}") from None
+        raise FunctionFailed(f"raised {_exception(e)}{_where(e)}{hint}") from None
     return checked_values(out, len(call.completions))
 
 
 # --- through the worker pool -------------------------------------------------------------------------------
-def to_check(ref: str, call: Call, timeout_s: float) -> Check:
-    """The pool's check that calls ``ref`` on ``call`` in a worker (pickled: the columns keep their types)."""
+def to_call(ref: str, call: Call, timeout_s: float) -> FunctionCall:
+    """The pool's job that calls ``ref`` on ``call`` in a worker (pickled: the columns keep their types)."""
     payload = base64.b64encode(pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
-    return Check(FUNCTION_CHECK, payload, "", {"function": ref}, timeout_s)
+    return FunctionCall(ref, payload, timeout_s)
 
 
 def answer(request: dict) -> dict:
-    """The worker's answer to a function check: the values as JSON, or an `error` with the reason."""
+    """The worker's answer to a ``function`` request: ``{"id", "values"}`` or ``{"id", "failure"}``."""
     rid = request["id"]
     try:
-        fn = load_function(request["options"]["function"])
-        call = pickle.loads(base64.b64decode(request["response"]))
-        values = invoke(fn, call)
-        return {"id": rid, "outcome": "correct", "reward": 0.0, "answer": json.dumps(values), "detail": ""}
+        fn = load_function(request["function"])
+        call = pickle.loads(base64.b64decode(request["call"]))
+        return {"id": rid, "values": invoke(fn, call)}
     except FunctionFailed as e:
-        detail = str(e)
+        failure = str(e)
     except UserError as e:
-        detail = e.problems[0]
-    return {"id": rid, "outcome": "error", "reward": 0.0, "answer": None, "detail": detail}
+        failure = e.problems[0]
+    except BaseException as e:  # noqa: BLE001 - never a traceback from the worker: the reply says what happened
+        failure = f"rlvr could not run the call: {type(e).__name__}: {str(e)[:200]}"
+    return {"id": rid, "failure": failure}
 
 
-def values_from(outcome: Outcome, n: int, timeout_s: float) -> list[float]:
+def values_from(result: CallResult, n: int, timeout_s: float) -> list[float]:
     """The rewards a worker sent back for a call of ``n`` completions, or ``FunctionFailed``."""
-    if outcome.outcome == "correct" and outcome.answer is not None:
-        return checked_values(json.loads(outcome.answer), n)
-    if outcome.outcome == "timeout":
+    if result.values is not None:
+        return checked_values(result.values, n)
+    if result.timed_out:
         raise FunctionFailed(f"took longer than reward.timeout_s ({timeout_s:g} s) and was stopped")
-    if outcome.detail.startswith("verifier worker"):
-        raise FunctionFailed(f"{outcome.detail}: the function crashed its worker process, or went over "
+    if result.failure.startswith("verifier worker"):
+        raise FunctionFailed(f"{result.failure}: the function crashed its worker process, or went over "
                              "reward.worker_memory_mb")
-    raise FunctionFailed(outcome.detail)
+    raise FunctionFailed(result.failure)

@@ -47,13 +47,63 @@ def default_workers(workers: int = 0) -> int:
 
 @dataclass
 class Check:
-    """One check to run: a verifier on a response and a reference, with its options and hard limit."""
+    """One check to run: a verifier on a response and a reference, with its options and hard limit.
+    Message kind ``check``: answered ``{"id", "outcome", "reward", "answer", "detail"}``, an :class:`Outcome`."""
 
     verifier: str
     response: str
     reference: str
     options: dict = field(default_factory=dict)
     timeout_s: float = 5.0
+
+    def request(self, i: int) -> dict:
+        return {"id": i, "kind": "check", "verifier": self.verifier, "response": self.response,
+                "reference": self.reference, "options": self.options}
+
+    def reply(self, msg: dict) -> Outcome | None:
+        if "outcome" not in msg:
+            return None
+        return Outcome(msg["outcome"], float(msg["reward"]), msg.get("answer"), msg.get("detail", ""))
+
+    def failed(self, detail: str, timed_out: bool = False, skipped: bool = False) -> Outcome:
+        return oc.timeout(f"{self.verifier} {detail}") if timed_out else oc.error(detail)
+
+
+@dataclass
+class CallResult:
+    """What a call of a user's reward function came back with: its values, or why there are none."""
+
+    values: list | None
+    failure: str = ""
+    timed_out: bool = False
+    skipped: bool = False
+    """Not run: an earlier call of the same batch failed (``VerifierPool.run(stop_after_failure=True)``)."""
+
+
+@dataclass
+class FunctionCall:
+    """One call of a user's reward function (``module:function``) on one prompt's group, with its hard
+    limit. Message kind ``function``: ``{"id", "kind", "function", "call"}`` (``call``: the keyword
+    arguments, pickled, base64: rlvr_cli/rewards/function.py), answered ``{"id", "values": [...]}`` or
+    ``{"id", "failure": "one line"}``, a :class:`CallResult`."""
+
+    function: str
+    call: str
+    timeout_s: float = 5.0
+
+    def request(self, i: int) -> dict:
+        return {"id": i, "kind": "function", "function": self.function, "call": self.call}
+
+    def reply(self, msg: dict) -> CallResult | None:
+        if "values" in msg:
+            return CallResult(msg["values"] if isinstance(msg["values"], list) else None, "" if isinstance(
+                msg["values"], list) else "the worker sent no list of values")
+        if "failure" in msg:
+            return CallResult(None, str(msg["failure"]))
+        return None
+
+    def failed(self, detail: str, timed_out: bool = False, skipped: bool = False) -> CallResult:
+        return CallResult(None, detail, timed_out, skipped)
 
 
 class _Worker:
@@ -172,14 +222,17 @@ class VerifierPool:
         self.close()
 
     # --- running checks ----------------------------------------------------------------------------
-    def run(self, checks: list[Check]) -> list[Outcome]:
-        """One Outcome per check, in order; never raises for anything in the checks."""
+    def run(self, checks: list[Check | FunctionCall], stop_after_failure: bool = False) -> list[Outcome | CallResult]:
+        """One result per job, in order (an Outcome per Check, a CallResult per FunctionCall); never raises
+        for anything in the jobs. ``stop_after_failure``: once a FunctionCall fails, the jobs not yet done are
+        not run (their results say ``skipped``), so that a failing function is reported after one time
+        limit, not one per call."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the verifier pool is closed")
-            return self._run(checks)
+            return self._run(checks, stop_after_failure)
 
-    def _run(self, checks: list[Check]) -> list[Outcome]:
+    def _run(self, checks: list[Check | FunctionCall], stop_after_failure: bool = False) -> list[Outcome | CallResult]:
         results: list[Outcome | None] = [None] * len(checks)
         self.last_durations = [None] * len(checks)
         pending = deque(range(len(checks)))
@@ -201,6 +254,8 @@ class VerifierPool:
                         pending.appendleft(i)  # the worker was dead before it got the check: not its fault
                         self._retire(w)
             start_failures += self._wait_and_collect(checks, results)
+            if stop_after_failure and any(isinstance(r, CallResult) and r.values is None for r in results):
+                self._skip_the_rest(checks, results, pending)
             for w in list(self._workers):
                 if not w.ready and time.monotonic() - w.started > START_TIMEOUT_S:
                     self._retire(w)
@@ -208,13 +263,23 @@ class VerifierPool:
             start_failures += self._count_start_failures()
             if start_failures >= MAX_START_FAILURES and not any(w.ready for w in self._workers):
                 while pending:
-                    results[pending.popleft()] = oc.error("verifier workers cannot start")
-        return [r if r is not None else oc.error("lost check") for r in results]
+                    i = pending.popleft()
+                    results[i] = checks[i].failed("verifier workers cannot start")
+        return [r if r is not None else c.failed("lost check") for r, c in zip(results, checks)]
+
+    def _skip_the_rest(self, checks, results, pending: deque) -> None:
+        """Results for every job not done: ``skipped``; the workers busy with one are stopped and replaced."""
+        while pending:
+            i = pending.popleft()
+            results[i] = checks[i].failed("skipped", skipped=True)
+        for w in list(self._workers):
+            if w.job is not None:
+                results[w.job] = checks[w.job].failed("skipped", skipped=True)
+                w.job = None
+                self._retire(w)
 
     def _send(self, w: _Worker, i: int, check: Check) -> bool:
-        request = {"id": i, "verifier": check.verifier, "response": check.response,
-                   "reference": check.reference, "options": check.options}
-        data = (json.dumps(request) + "\n").encode("ascii")
+        data = (json.dumps(check.request(i)) + "\n").encode("ascii")
         w.job, w.sandbox = i, None
         w.handed_out = time.monotonic()
         w.deadline = w.handed_out + check.timeout_s
@@ -251,7 +316,7 @@ class VerifierPool:
             if messages is None:  # end of file: the worker died
                 start_failures += not w.ready
                 if w.job is not None:
-                    results[w.job] = oc.error(f"verifier worker died ({w.describe_exit()})")
+                    results[w.job] = checks[w.job].failed(f"verifier worker died ({w.describe_exit()})")
                     self.last_durations[w.job] = time.monotonic() - w.handed_out
                 self._retire(w)
                 continue
@@ -260,15 +325,15 @@ class VerifierPool:
                     w.ready = True
                 elif "sandbox" in msg and msg.get("id") == w.job:
                     w.sandbox = tuple(msg["sandbox"])
-                elif "outcome" in msg and msg.get("id") == w.job:
-                    results[w.job] = Outcome(msg["outcome"], float(msg["reward"]), msg.get("answer"), msg.get("detail", ""))
+                elif msg.get("id") == w.job and w.job is not None and (got := checks[w.job].reply(msg)) is not None:
+                    results[w.job] = got
                     self.last_durations[w.job] = time.monotonic() - w.handed_out
                     w.job, w.sandbox = None, None
         now = time.monotonic()
         for w in list(self._workers):
             if w.job is not None and now > w.deadline:
                 check = checks[w.job]
-                results[w.job] = oc.timeout(f"{check.verifier} check exceeded {check.timeout_s:g} s")
+                results[w.job] = check.failed(f"check exceeded {check.timeout_s:g} s", timed_out=True)
                 self.last_durations[w.job] = now - w.handed_out
                 w.job = None
                 self._retire(w)

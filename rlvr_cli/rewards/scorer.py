@@ -2,11 +2,13 @@
 
     r_i = sum_k weight_k * term_k(o_i)
 
-Terms (``reward.terms`` in the recipe): a correctness verifier (``task`` = the task's own, or
-``integer``/``math``/``countdown``/``code``), ``format`` (shaped), the spurious controls ``random``,
-``incorrect``, ``format_only``, and ``function``: the user's own function with TRL's signature, called
-once per prompt's group in the worker pool (:mod:`rlvr_cli.rewards.function`). Each term's value before weighting is reported in ``Score.terms``,
-keyed by its type, or ``type#i`` (i = its position in ``reward.terms``) when a type appears twice.
+Terms (``reward.terms`` in the recipe) are the entries of the reward-term registry
+(:mod:`rlvr_cli.recipe.reward_terms`): each says what it needs checked (the response against the gold
+answer by its verifier, or against a fixed wrong label) and computes its value from that (the scorer
+hands it :class:`_Inputs`); a ``function`` term, the user's own code, is called once per prompt's group
+in the worker pool (:mod:`rlvr_cli.rewards.function`). Each term's value before weighting is reported in
+``Score.terms``, keyed by its type, or ``type#i`` (i = its position in ``reward.terms``) when a type
+appears twice.
 
 Whatever drives training, ``Score.correct``/``outcome``/``answer`` come from the task's TRUE
 verifier, so accuracy is always measured. A response cut at the length limit (``truncated``) never gave
@@ -30,7 +32,8 @@ from typing import TYPE_CHECKING
 from rlvr_cli.errors import UserError
 from rlvr_cli.rewards import outcome as oc
 from rlvr_cli.rewards.format_reward import format_reward
-from rlvr_cli.rewards.function import PASSED, Call, FunctionFailed, check_signature, load_function, to_check, values_from
+from rlvr_cli.rewards.function import PASSED, Call, FunctionFailed, to_call, values_from
+from rlvr_cli.rewards.function_import import check_importable
 from rlvr_cli.rewards.outcome import Outcome
 from rlvr_cli.rewards.pool import Check, VerifierPool, run_checks
 from rlvr_cli.rewards.registry import get_verifier, options_for
@@ -58,6 +61,9 @@ class ScoreItem:
     """The response hit the length limit without an end of sequence."""
     completion_ids: list[int] | None = None
     """The response's token ids (TRL's ``completion_ids`` for a ``function`` term; None where unknown)."""
+    trl_global_step: int | None = None
+    """TRL's ``trainer_state.global_step`` when scored under TRL (the bridge); None: ``step - 1``, as TRL
+    counts a run's first step 0."""
 
 
 @dataclass
@@ -90,14 +96,32 @@ def term_keys(types: list[str]) -> list[str]:
     return [t if counts[t] == 1 else f"{t}#{i}" for i, t in enumerate(types)]
 
 
+def term_metric_names(terms) -> list[str]:
+    """``rewards/<name>/mean`` per term of ``reward.terms`` (TRL's metric name): ``<name>`` is a function
+    term's function name (TRL names it after the function), a built-in term's type, and ``name#i``
+    (i = its position) where two terms share a name."""
+    return [f"rewards/{key}/mean" for key in term_keys([t.name() for t in terms])]
+
+
+def check_functions(reward_spec: RewardSpec, task_spec) -> None:
+    """``UserError`` when a ``function`` term of ``reward_spec`` cannot be imported (in a child process, under
+    its limits) or called with rlvr's keywords and the data's columns (the task is built to know them); no
+    model and no worker. What ``rlvr recipes validate`` checks for the user's reward code."""
+    from rlvr_cli.tasks import build_task
+
+    if any(t.user_code for t in reward_spec.terms):
+        Scorer(reward_spec, build_task(task_spec)).close()
+
+
 class Scorer:
     """Scores responses with a recipe's ``RewardSpec`` for a task; owns the verifier worker pool.
 
     Use as a context manager (or call ``close``); workers start on the first math, code or function check.
     ``score`` is thread-safe (one batch at a time) and never raises for anything a model can write; a
     ``function`` term that fails raises ``UserError`` (the user's code is wrong, not the model).
-    A ``function`` term's module is imported here at once, so that a missing module or a signature that
-    cannot take rlvr's keywords is an error before any sampling.
+    A ``function`` term's module is imported here at once, in a child process under a time and memory limit
+    (:mod:`rlvr_cli.rewards.function_import`), so that a missing module, a module that hangs or exits at
+    import, or a signature that cannot take rlvr's keywords is an error before any sampling.
     """
 
     def __init__(self, spec: RewardSpec, task, seed: int = 0):
@@ -116,13 +140,15 @@ class Scorer:
         self._lock = threading.Lock()
         spec_of_task = getattr(task, "spec", None)
         self.chat = bool(getattr(spec_of_task, "chat_template", False))
-        self.columns = list(getattr(spec_of_task, "reward_columns", None) or [])
-        self.functions = [(i, t) for i, t in enumerate(spec.terms) if t.type == "function"]
+        self.columns = [c for c in getattr(task, "column_names", None) or getattr(spec_of_task, "reward_columns", None) or []
+                        if c not in PASSED]
+        """The dataset's columns a ``function`` term gets under their own names (TRL passes every column)."""
+        self.functions = [(i, t) for i, t in enumerate(spec.terms) if t.user_code]
+        refs = list(dict.fromkeys(t.function for _, t in self.functions))
+        problems = check_importable(refs, set(PASSED) | set(self.columns), spec.worker_memory_mb)
         for i, term in self.functions:
-            try:
-                check_signature(load_function(term.function), term.function, set(PASSED) | set(self.columns))
-            except UserError as e:
-                raise UserError(f"reward.terms[{i}].function: {e.problems[0]}") from None
+            if term.function in problems:
+                raise UserError(f"reward.terms[{i}].function: {problems[term.function]}")
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def close(self) -> None:
@@ -138,20 +164,15 @@ class Scorer:
 
     def _get_pool(self) -> VerifierPool:
         if self._pool is None:
-            used = {self._verifier_name(t) for t in self.spec.terms if t.type in ("task", "math", "code", "incorrect")}
+            used = {t.verifier(self.true_verifier) for t in self.spec.terms if t.needs is not None}
             used.add(self.true_verifier)
-            preload = tuple(sorted(used & {"math", "code", "reasoning_gym"}))
+            preload = tuple(sorted(v for v in used if not get_verifier(v).IN_PROCESS_SAFE))  # warmed up in each worker
             code_warm = {"isolation": self.spec.code.isolation, "python": self.spec.code.python}
             functions = tuple(sorted({t.function for _, t in self.functions}))
             self._pool = VerifierPool(self.spec.workers, self.spec.worker_memory_mb, preload, code_warm, functions)
         return self._pool
 
     # --- scoring -----------------------------------------------------------------------------------
-    def _verifier_name(self, term) -> str:
-        if term.type in ("task", "incorrect", "format", "format_only", "random", "function"):
-            return self.true_verifier
-        return term.type
-
     def _check(self, name: str, response: str, reference: str) -> Check:
         timeout = self.spec.timeout_s
         if name == "code":
@@ -180,13 +201,15 @@ class Scorer:
             skip = item.truncated and self.spec.truncated_is_incorrect
             response, ref = item.response, item.problem.reference
             plan = {"true": None if skip else need(self.true_verifier, response, ref), "terms": []}
-            for term in self.spec.terms:
+            for term in self.spec.terms:  # what each term needs checked (rlvr_cli/recipe/reward_terms.py)
                 slot = None
-                if not skip and term.type in ("task", "integer", "math", "countdown", "code"):
-                    slot = need(self._verifier_name(term), response, ref)
-                elif not skip and term.type == "incorrect":
+                if skip and term.answer_based:
+                    pass
+                elif term.needs == "verdict":
+                    slot = need(term.verifier(self.true_verifier), response, ref)
+                elif term.needs == "wrong_label":
                     wrong = self._incorrect_reference(item)
-                    slot = None if wrong is None else need(self.true_verifier, response, wrong)
+                    slot = None if wrong is None else need(term.verifier(self.true_verifier), response, wrong)
                 plan["terms"].append(slot)
             plans.append(plan)
 
@@ -205,8 +228,10 @@ class Scorer:
         else:
             prompt, completions = p.prompt, [it.response for it in group]
         row = p.meta.get("columns") or {}
-        columns = {"answer": [p.reference] * n, **{c: [row.get(c)] * n for c in self.columns}}
-        return Call([prompt] * n, completions, [it.completion_ids for it in group], columns, group[0].step)
+        columns = {**{c: [row.get(c)] * n for c in self.columns}, "answer": [p.reference] * n}
+        first = group[0]
+        global_step = first.trl_global_step if first.trl_global_step is not None else max(0, first.step - 1)
+        return Call([prompt] * n, completions, [it.completion_ids for it in group], columns, global_step)
 
     def _function_values(self, items: list[ScoreItem]) -> dict[int, list[float]]:
         """Each ``function`` term's value per item: one call per prompt's group, all in the worker pool.
@@ -218,10 +243,14 @@ class Scorer:
             groups.setdefault((item.problem.id, item.step), []).append(k)
         jobs = [(i, term, ks) for i, term in self.functions for ks in groups.values()]
         timeout = self.spec.timeout_s
-        checks = [to_check(term.function, self._call([items[k] for k in ks]), timeout) for i, term, ks in jobs]
+        calls = [to_call(term.function, self._call([items[k] for k in ks]), timeout) for i, term, ks in jobs]
         values: dict[int, list[float]] = {i: [0.0] * len(items) for i, _ in self.functions}
         problems = []
-        for (i, term, ks), out in zip(jobs, self._get_pool().run(checks)):
+        skipped = 0
+        for (i, term, ks), out in zip(jobs, self._get_pool().run(calls, stop_after_failure=True)):
+            if out.skipped:  # not run: another call failed first (one time limit to the report, not one per call)
+                skipped += 1
+                continue
             try:
                 got = values_from(out, len(ks), timeout)
             except FunctionFailed as e:
@@ -232,7 +261,8 @@ class Scorer:
             for k, v in zip(ks, got):
                 values[i][k] = v
         if problems:
-            raise UserError(problems[:1] + ([f"... and {len(problems) - 1} more calls of this step failed"] if len(problems) > 1 else []))
+            more = [f"... and {len(problems) - 1} more calls of this step failed"] if len(problems) > 1 else []
+            raise UserError(problems[:1] + more + ([f"({skipped} more calls of this step were not made)"] if skipped else []))
         return values
 
     def _incorrect_reference(self, item: ScoreItem) -> str | None:
@@ -250,22 +280,35 @@ class Scorer:
         for i, (term, key, slot) in enumerate(zip(self.spec.terms, self.keys, plan["terms"])):
             if i in called and called[i] is None:
                 continue
-            values[key] = value = called[i] if i in called else self._term_value(i, term, item, slot, outcomes, skip)
+            if skip and term.answer_based:
+                value = 0.0
+            else:
+                value = term.value(_Inputs(self, i, item, None if slot is None else outcomes[slot], called.get(i)))
+            values[key] = value
             reward += term.weight * value
         return Score(reward=reward, correct=true.outcome == "correct", outcome=true.outcome, answer=true.answer, terms=values)
 
-    def _term_value(self, i: int, term, item: ScoreItem, slot, outcomes, skip: bool) -> float:
-        if term.type == "random":
-            return random_reward(term.p, self.seed, i, item.step, item.problem.id, item.sample_index)
-        if skip:
-            return 0.0
-        if slot is not None:
-            return 1.0 if outcomes[slot].outcome == "correct" else 0.0
+
+class _Inputs:
+    """What the scorer hands term ``i`` for one response (rlvr_cli.recipe.reward_terms.TermInputs)."""
+
+    def __init__(self, scorer: Scorer, i: int, item: ScoreItem, verdict: Outcome | None, function_value: float | None):
+        self.scorer, self.i, self.item = scorer, i, item
+        self.verdict, self.function_value = verdict, function_value
+
+    def format(self, think: bool) -> float:
+        s = self.scorer
         try:
-            if term.type == "format":
-                return format_reward(item.response, self.true_verifier, self.marker, term.think, self.spec.extract)
-            if term.type == "format_only":
-                return format_only_reward(item.response, self.true_verifier, self.options)
+            return format_reward(self.item.response, s.true_verifier, s.marker, think, s.spec.extract)
         except Exception:  # noqa: BLE001 - never raise for model output; a broken extractor scores 0
             return 0.0
-        return 0.0  # `incorrect` without a wrong label
+
+    def format_only(self) -> float:
+        try:
+            return format_only_reward(self.item.response, self.scorer.true_verifier, self.scorer.options)
+        except Exception:  # noqa: BLE001 - as format
+            return 0.0
+
+    def random(self, p: float) -> float:
+        it = self.item
+        return random_reward(p, self.scorer.seed, self.i, it.step, it.problem.id, it.sample_index)

@@ -2,11 +2,12 @@
 
 Protocol: JSON lines. The worker warms up (imports the verifiers it was told to preload and runs one
 check of each, so that no timed check pays for sympy's import; a user's reward functions are imported
-too) and says ``{"ready": true}``. Then, per
-request ``{"id", "verifier", "response", "reference", "options"}``, it answers ``{"id", "outcome",
-"reward", "answer", "detail"}`` (a call of a user's reward function, verifier ``function``, answers
-its values as JSON in ``answer``: :mod:`rlvr_cli.rewards.function`); a code check first announces its sandbox ``{"id", "sandbox": [pgid,
-uid]}`` so that the pool can kill it too if it has to kill this worker. The protocol uses a private
+too) and says ``{"ready": true}``. Then it answers each request by its kind
+(:class:`rlvr_cli.rewards.pool.Check` and :class:`~rlvr_cli.rewards.pool.FunctionCall` define both):
+``check`` ``{"id", "kind", "verifier", "response", "reference", "options"}`` with ``{"id", "outcome",
+"reward", "answer", "detail"}``; ``function`` ``{"id", "kind", "function", "call"}`` (a call of a
+user's reward function, :mod:`rlvr_cli.rewards.function`) with ``{"id", "values"}`` or ``{"id",
+"failure"}``. A code check first announces its sandbox ``{"id", "sandbox": [pgid, uid]}`` so that the pool can kill it too if it has to kill this worker. The protocol uses a private
 copy of stdout; the real stdout is pointed at stderr so that stray prints cannot corrupt it.
 
 The worker limits its own address space (``--memory-mb``; a sympy blow-up becomes a MemoryError,
@@ -27,7 +28,7 @@ from rlvr_cli.processes import die_with_parent, limit_address_space
 def _answer(req: dict, send) -> dict:
     from rlvr_cli.rewards.registry import get_verifier
 
-    if req["verifier"] == "function":  # a user's reward function (rlvr_cli/rewards/function.py), not a verifier
+    if req.get("kind") == "function":  # a call of a user's reward function (rlvr_cli/rewards/function.py)
         from rlvr_cli.rewards.function import answer
 
         return answer(req)
@@ -49,12 +50,32 @@ def _answer(req: dict, send) -> dict:
     return {"id": req["id"], "outcome": "error", "reward": 0.0, "answer": None, "detail": detail}
 
 
+def check_functions(refs: list[str], names: set[str], send) -> None:
+    """``--check-functions``: import each user reward function and check its signature, one message before
+    and one after each (:mod:`rlvr_cli.rewards.function_import` reads them), then exit."""
+    from rlvr_cli.errors import UserError
+    from rlvr_cli.rewards.function import check_signature, load_function
+
+    for ref in refs:
+        send({"importing": ref})
+        try:
+            check_signature(load_function(ref), ref, names)
+            problem = None
+        except UserError as e:
+            problem = e.problems[0]
+        except BaseException as e:  # noqa: BLE001 - a signature that raises when read, say
+            problem = f"{ref}: {type(e).__name__}: {str(e)[:300]}"
+        send({"ref": ref, "problem": problem})
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--preload", default="")
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--code-options", default="{}")
     parser.add_argument("--functions", default="[]", help="JSON list of user reward functions to import at start")
+    parser.add_argument("--check-functions", help="JSON list of user reward functions to import, check and exit")
+    parser.add_argument("--names", default="[]", help="with --check-functions: the keywords rlvr passes")
     args = parser.parse_args(argv)
     die_with_parent()
     proto = os.fdopen(os.dup(1), "w", encoding="ascii", buffering=1)
@@ -66,6 +87,9 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.memory_mb:
         limit_address_space(args.memory_mb << 20)  # a sandboxed program sets its own, possibly higher
+    if args.check_functions is not None:
+        check_functions(json.loads(args.check_functions), set(json.loads(args.names)), send)
+        return
     for name in filter(None, args.preload.split(",")):
         if name == "math":
             from rlvr_cli.rewards import math_answer

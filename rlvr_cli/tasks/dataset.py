@@ -9,8 +9,9 @@ Column mapping: the prompt is ``question_field`` formatted with ``prompt_templat
 column holds a conversation, a list of {role, content} messages as in TRL's conversational datasets,
 the conversation itself); the gold answer is ``answer_field`` read with ``answer_extraction``: ``gsm8k``
 (the text after ``####``), ``boxed`` (the last ``\\boxed{...}``), ``none`` (the field as is) or ``regex``
-(the first group of ``answer_regex``); the ``reward_columns`` ride along in ``Problem.meta["columns"]``
-for the user's reward functions (:mod:`rlvr_cli.rewards.function`).
+(the first group of ``answer_regex``); every other column rides along in ``Problem.meta["columns"]``,
+as the file has it, for the user's reward functions (:mod:`rlvr_cli.rewards.function`; TRL passes
+every column); ``reward_columns`` are columns that must be there.
 
 Held-out prompts come from ``eval_path`` (a local file) or ``eval_split`` (a hub split) when given,
 otherwise from ``split`` by a hash of the prompt (``eval_fraction``), which is deterministic and keeps
@@ -201,9 +202,19 @@ class DatasetTask:
             except (KeyError, IndexError, ValueError, AttributeError, TypeError) as e:
                 raise UserError(f"task.prompt_template: cannot format row {i} ({where.rsplit(': row', 1)[0]}): "
                                 f"{type(e).__name__}: {e}") from None
-        if s.reward_columns:
-            meta["columns"] = {c: row.get(c) for c in s.reward_columns}
+        columns = {c: v for c, v in row.items() if c != s.question_field}  # TRL passes every column but the prompt
+        if columns:
+            meta["columns"] = columns
         return Problem(id=f"ds:{stable_hash(_key(prompt, messages)):016x}", prompt=prompt, reference=gold, meta=meta)
+
+    @property
+    def column_names(self) -> list[str]:
+        """Every column of the data but the question's, in first-seen order: what a ``function`` reward
+        term gets besides rlvr's keywords (a row without one of them gets None, as ``datasets`` fills it)."""
+        names: dict[str, None] = {}
+        for p in (*self._train, *self._eval):
+            names.update(dict.fromkeys(p.meta.get("columns") or {}))
+        return list(names)
 
     def eval_problems(self) -> list[Problem]:
         return list(self._eval)
@@ -213,7 +224,7 @@ class DatasetTask:
 
     def data_fingerprint(self) -> str:
         """`blake2b:<hex>` of the rows this task uses: the training rows, then the held-out ones, each as
-        (side, prompt or conversation, gold answer, reward columns) in the task's order (the file's), after
+        (side, prompt or conversation, gold answer, the row's other columns) in the task's order (the file's), after
         the column mapping, the answer extraction and the split. Same file and settings, same value; a
         changed, added, removed or reordered row (the draws index the rows) changes it."""
         h = hashlib.blake2b(digest_size=16)

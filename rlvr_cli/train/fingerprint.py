@@ -4,6 +4,8 @@
 - ``task_data``: the rows the task serves (:func:`rlvr_cli.tasks.data_fingerprint`);
 - ``recipe``: the fully resolved recipe, its ``name`` aside (a label, not a knob);
 - ``code``: every .py file of the package, and ``code_revision``: the git commit (None outside git);
+- ``reward_code``: the user's reward functions' source (None without ``function`` terms), each one's
+  digest in ``reward_functions`` (:func:`rlvr_cli.rewards.function.reward_code_fingerprint`);
 - ``torch``, ``numerics`` (:func:`rlvr_cli.numerics.numerics_kind`: the CPU kernels' kind), ``threads``
   and ``device``: two runs alike in all of these compute the same bits; in all but these, the same up to
   the last bits of the arithmetic (which a long run can grow into other samples).
@@ -23,10 +25,11 @@ import torch
 from rlvr_cli.evaluation.cache import package_source_digest
 from rlvr_cli.numerics import numerics_kind
 from rlvr_cli.recipe.load import dump_recipe
+from rlvr_cli.rewards.function import reward_code_fingerprint
 from rlvr_cli.tasks import data_fingerprint
 from rlvr_cli.train.run_writer import code_revision
 
-CONDITIONS = ("task_data", "recipe", "code", "torch", "numerics", "threads", "device")
+CONDITIONS = ("task_data", "recipe", "code", "reward_code", "torch", "numerics", "threads", "device")
 """The fields a resumed run compares with its original (the base weights are the start's, fixed)."""
 
 
@@ -36,12 +39,15 @@ def _blake2b(text: str) -> str:
 
 def run_fingerprint(session, task) -> dict:
     recipe = session.recipe.model_copy(update={"name": None})
+    reward_code, reward_functions = reward_code_fingerprint(recipe.reward.terms)
     return {
         "base_weights": session.run.read_status().get("base_weights"),
         "task_data": data_fingerprint(task),
         "recipe": _blake2b(dump_recipe(recipe)),
         "code": "blake2b:" + package_source_digest(),
         "code_revision": code_revision(),
+        "reward_code": reward_code,
+        "reward_functions": reward_functions,
         "torch": torch.__version__,
         "numerics": numerics_kind() if session.device.type == "cpu" else f"{session.device.type} (not pinned)",
         "threads": torch.get_num_threads(),

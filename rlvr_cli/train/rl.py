@@ -52,6 +52,7 @@ from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
 from rlvr_cli.console import console
 from rlvr_cli.keyed_random import stream_key
 from rlvr_cli.metrics import step_row
+from rlvr_cli.rewards.scorer import term_metric_names
 from rlvr_cli.models import load_model
 from rlvr_cli.models.notes import model_notes
 from rlvr_cli.recipe.schema import Recipe
@@ -161,7 +162,7 @@ def _train_step(session: Session, rollouts: RolloutSource, reference, source: st
     # 1. rollouts, sampled by the policy of version step-1 (on-policy) or older (rollout.staleness)
     batch_in = rollouts.rollouts(step)
     groups, rs = batch_in.groups, batch_in.stats
-    row = {"step": step, **rollout_metrics(rs, r.rollout.group_size), "lr": session.scheduler.get_last_lr()[0],
+    row = {"step": step, **rollout_metrics(rs, r.rollout.group_size, term_metric_names(r.reward.terms)), "lr": session.scheduler.get_last_lr()[0],
            "policy_lag": batch_in.lag(step)}
     if not groups:  # dynamic sampling kept no group: the step's update slots pass unused
         row.update({**_no_groups_step(session), **off_policy_metrics()})

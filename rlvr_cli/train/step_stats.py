@@ -169,8 +169,9 @@ def batch_metrics(recipe: Recipe, batch: Batch, groups: list[Group], spread, tra
     }
 
 
-def rollout_metrics(rs: RolloutStats, group_size: int) -> dict:
-    """Policy statistics over everything sampled this step (all dynamic-sampling rounds)."""
+def rollout_metrics(rs: RolloutStats, group_size: int, term_names: list[str] = ()) -> dict:
+    """Policy statistics over everything sampled this step (all dynamic-sampling rounds); ``term_names``:
+    each reward term's ``rewards/<name>/mean`` (:func:`rlvr_cli.rewards.scorer.term_metric_names`)."""
     sampled = rs.sampled
     correct = [c for grp in sampled for c in grp.correct]
     lengths = [len(x) for grp in sampled for x in grp.response_ids]
@@ -194,6 +195,7 @@ def rollout_metrics(rs: RolloutStats, group_size: int) -> dict:
         "outcomes": outcomes,
         "gen_tokens": rs.gen_tokens,
         "stale_batches_dropped": rs.batches_dropped,
+        **{name: mean(v[j] for grp in sampled for v in grp.term_values if j < len(v)) for j, name in enumerate(term_names)},
     }
 
 

@@ -32,7 +32,8 @@ def test_mapped_columns_make_prompt_answer_and_reward_columns(tmp_path):
     p = t.eval_problems()[0]
     i = int(p.prompt.split("+")[0])
     assert p.prompt == f"{i}+{i}=" and p.reference == str(2 * i)
-    assert p.meta["columns"] == {"level": i % 3}  # the value as the file has it (an int), not text
+    assert p.meta["columns"] == {"sum": 2 * i, "level": i % 3, "note": "x"}  # as the file has it (ints), not text
+    assert t.column_names == ["sum", "level", "note"]  # every column but the question's, as TRL passes them
 
 
 def test_a_reward_column_missing_from_the_file_is_named(tmp_path):
@@ -134,7 +135,7 @@ def test_fingerprint_is_stable_and_changes_with_the_rows_used(tmp_path):
     assert fp(changed) != first  # a reward column the function reads changed
     changed = [dict(r) for r in base]
     changed[7]["note"] = "y"
-    assert fp(changed) == first  # a column no one reads is not part of the data used
+    assert fp(changed) != first  # every column reaches a function term (as under TRL): data the run may use
     assert fp(base[::-1]) != first  # the order decides which row a draw picks
     assert fp(base[:-1]) != first
     assert fp(base, eval_fraction=0.3) != first  # another split: other rows trained on

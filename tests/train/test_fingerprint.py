@@ -23,8 +23,9 @@ def test_a_run_records_its_fingerprint_and_a_resume_under_other_conditions_says_
     res = cli("train", "grpo", "--out", str(run), *_sets())
     assert res.code == 0, res.stderr
     fp = json.loads((run / "run.json").read_text())["fingerprint"]
-    assert set(fp) == {"base_weights", "task_data", "recipe", "code", "code_revision", "torch", "numerics",
-                       "threads", "device"}
+    assert set(fp) == {"base_weights", "task_data", "recipe", "code", "code_revision", "reward_code",
+                       "reward_functions", "torch", "numerics", "threads", "device"}
+    assert fp["reward_code"] is None and fp["reward_functions"] == {}  # no function term
     assert fp["base_weights"] == shipped_manifest()["tiny"]["weights"]
     assert fp["numerics"] == numerics_kind() and fp["device"] == "cpu" and fp["threads"] == 1
     assert fp["task_data"] == data_fingerprint(build_task("arithmetic"))
@@ -40,6 +41,31 @@ def test_a_run_records_its_fingerprint_and_a_resume_under_other_conditions_says_
     assert info["fingerprint"] == fp
     (change,) = info["fingerprint_changes"]
     assert change["from_step"] == 3 and change["numerics"] == "aarch64/DEFAULT" and "recipe" in change
+
+
+def test_the_reward_functions_source_is_in_the_fingerprint(cli, tmp_path, monkeypatch):
+    """Issue 49: editing the user's reward module between two runs changed reward_mean and no fingerprint
+    field. Now `reward_code` differs (and names each function's digest), and a resume after the edit lists it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text("def credit(completions, **kwargs):\n    return [0.5] * len(completions)\n")
+    terms = "reward.terms=[{type: task}, {type: function, function: 'mine.py:credit', weight: 0.1}]"
+    assert cli("train", "grpo", "--out", "a", *_sets(terms)).code == 0
+    fp = json.loads((tmp_path / "a" / "run.json").read_text())["fingerprint"]
+    assert fp["reward_code"].startswith("blake2b:") and list(fp["reward_functions"]) == ["mine.py:credit"]
+    # each term's mean as TRL logs it (issue 49: a run shows which term earned its reward)
+    rows = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["rewards/credit/mean"] == 0.5 and 0 <= r["rewards/task/mean"] <= 1 for r in rows)
+    assert all(r["reward_mean"] == pytest.approx(r["rewards/task/mean"] + 0.1 * 0.5) for r in rows)
+    (tmp_path / "mine.py").write_text("def credit(completions, **kwargs):\n    return [0.25] * len(completions)\n")
+    assert cli("train", "grpo", "--out", "b", *_sets(terms)).code == 0
+    edited = json.loads((tmp_path / "b" / "run.json").read_text())["fingerprint"]
+    assert edited["reward_code"] != fp["reward_code"]
+    assert {k: v for k, v in edited.items() if not k.startswith("reward_")} == {
+        k: v for k, v in fp.items() if not k.startswith("reward_")}
+    res = cli("train", "grpo", "--out", "a", "--resume", *_sets(terms, "steps=3"))
+    assert res.code == 0, res.stderr
+    (change,) = json.loads((tmp_path / "a" / "run.json").read_text())["fingerprint_changes"]
+    assert change["reward_code"] == edited["reward_code"]
 
 
 def test_the_task_data_fingerprint_follows_the_rows():
