@@ -132,6 +132,7 @@ class DatasetTask:
     def __init__(self, spec: DatasetSpec):
         self.spec = spec
         self.verifier = spec.verifier
+        self._located: list[tuple[str, Problem]] = []
         train_rows = self._problems(_load_rows(spec, spec.split), spec.split, spec.path)
         if spec.eval_split or spec.eval_path:
             split = spec.eval_split or "eval"
@@ -162,7 +163,9 @@ class DatasetTask:
                 f"task: {source} (split {split}) has no field(s) {missing}; its fields are {sorted(seen)} "
                 "(set task.question_field / task.answer_field / task.reward_columns)"
             )
-        return [self._problem(where, i, row, split) for i, (where, row) in enumerate(rows)]
+        problems = [self._problem(where, i, row, split) for i, (where, row) in enumerate(rows)]
+        self._located += [(where, p) for (where, _), p in zip(rows, problems)]
+        return problems
 
     def _problem(self, where: str, i: int, row: dict, split: str) -> Problem:
         s = self.spec
@@ -204,6 +207,11 @@ class DatasetTask:
         if s.reward_columns:
             meta["columns"] = {c: row.get(c) for c in s.reward_columns}
         return Problem(id=f"ds:{stable_hash(_key(prompt, messages)):016x}", prompt=prompt, reference=gold, meta=meta)
+
+    def located_rows(self) -> list[tuple[str, Problem]]:
+        """(where, problem) of every row read, training and held-out, in file order (`rlvr doctor` checks
+        each): `where` is ``file:line: row i`` for JSONL and CSV, ``file (split s) row i`` otherwise."""
+        return list(self._located)
 
     def eval_problems(self) -> list[Problem]:
         return list(self._eval)
