@@ -69,9 +69,14 @@ def validate(
 ) -> None:
     """Validate recipes; print one line per problem (file:line: field: problem) and exit 2 if any fails.
 
+    Besides the fields, what a recipe points at is checked without loading a model: a local data file
+    exists and its rows read (columns, gold answers), and each `function` reward term's file or module
+    imports, has the function, and takes rlvr's keywords. A Hugging Face dataset is not fetched.
+
     Example: rlvr recipes validate recipes/*.yaml
     """
     from rlvr_cli.models.notes import model_notes
+    from rlvr_cli.rewards.references import check_references
 
     problems: list[str] = []
     for f in files:
@@ -79,6 +84,10 @@ def validate(
             r = load_recipe(f, set_)
         except UserError as e:
             problems.extend(e.problems)
+            continue
+        missing = check_references(r)
+        if missing:
+            problems.extend(f"{f}: {p}" for p in missing)
             continue
         console.print(f"[green]ok[/green] {f}", highlight=False)
         for note in r.notes() + model_notes(r):

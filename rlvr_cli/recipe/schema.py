@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from rlvr_cli.recipe.objectives import (
     MAX_RATIO_BOUND, OBJECTIVES, Objective, PPOClipObjective, check_loss, objective_notes,
@@ -247,6 +247,8 @@ class DatasetTaskSpec(Strict):
     """A system message before the question (needs chat_template)."""
     verifier: Literal["math", "integer"] = "math"
     """Verifier that decides correctness for this dataset."""
+    _looked_for: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+    """Where the loader looked for a relative `path` / `eval_path` found nowhere (for the error that names it)."""
     reward_columns: list[str] = Field(default_factory=list)
     """Columns passed to `function` reward terms as keyword arguments of the same name (one value per completion, as TRL passes a dataset's columns); the gold answer always comes as `answer`."""
 

@@ -22,6 +22,7 @@ two runs can be shown to have trained and been evaluated on the same data (run.j
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -34,6 +35,8 @@ from rlvr_cli.recipe.schema import DatasetTaskSpec as DatasetSpec
 from rlvr_cli.tasks.base import Problem, stable_hash
 
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+LOCAL_FORMATS = tuple(_BUILDERS)
+"""Suffixes of the local files a dataset task reads (any other `path` is a Hugging Face dataset name)."""
 
 
 def last_boxed(text: str) -> str | None:
@@ -99,7 +102,10 @@ def _load_rows(spec: DatasetSpec, split: str, path: str | None = None) -> list[t
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in _BUILDERS and not p.is_file():
-        raise UserError(f"task: {path}: no such file")
+        field = "eval_path" if path == spec.eval_path and path != spec.path else "path"
+        looked = spec._looked_for.get(field) or [str(p.absolute())]
+        raise UserError(f"task.{field}: {path}: no such file (looked for {', then '.join(looked)}; a relative path is "
+                        "read from the folder of the recipe file that sets it, then from the working directory)")
     if suffix == ".jsonl":
         return [(f"{path}:{number}: row {i}", row) for i, (number, row) in enumerate(_read_jsonl(p))]
     import datasets  # imported here: it is slow to import and only these formats need it
@@ -159,8 +165,10 @@ class DatasetTask:
         seen = set().union(*(row.keys() for _, row in rows))
         missing = [f for f in (s.question_field, s.answer_field, *s.reward_columns) if f not in seen]
         if missing:
+            hints = [f"{m!r} -> {c[0]!r}" for m in missing if (c := difflib.get_close_matches(m, sorted(seen), n=1, cutoff=0.6))]
+            hint = f"; did you mean {', '.join(hints)}?" if hints else ""
             raise UserError(
-                f"task: {source} (split {split}) has no field(s) {missing}; its fields are {sorted(seen)} "
+                f"task: {source} (split {split}) has no field(s) {missing}; its fields are {sorted(seen)}{hint} "
                 "(set task.question_field / task.answer_field / task.reward_columns)"
             )
         problems = [self._problem(where, i, row, split) for i, (where, row) in enumerate(rows)]

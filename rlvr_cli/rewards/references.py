@@ -1,0 +1,43 @@
+"""What a recipe points at outside itself exists and fits, checked without loading a model
+(`rlvr recipes validate`): the data files, the rows (read as the run reads them), and each ``function``
+reward term's module, function and signature.
+
+A local data file (``.jsonl``/``.json``/``.parquet``/``.csv``) is read whole, so a bad line, a missing
+column or a gold answer that cannot be extracted is named as training would name it. A Hugging Face
+dataset name is not fetched (that needs the network): `rlvr doctor` reads it. A function term's module is
+imported here, in this process, as the scorer imports it before a run samples anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.schema import Recipe
+from rlvr_cli.rewards.function import PASSED, check_signature, load_function
+from rlvr_cli.tasks import build_task
+from rlvr_cli.tasks.dataset import LOCAL_FORMATS
+
+
+def _local(value: str | None) -> bool:
+    return bool(value) and (Path(value).suffix.lower() in LOCAL_FORMATS or Path(value).expanduser().exists())
+
+
+def check_references(recipe: Recipe) -> list[str]:
+    """One ``field: problem`` line per reference of ``recipe`` that is missing or unusable; [] when all hold."""
+    problems: list[str] = []
+    task = recipe.task
+    if task.name == "dataset" and _local(task.path) and (task.eval_path is None or _local(task.eval_path)):
+        try:
+            build_task(task)
+        except UserError as e:
+            problems += [p if p.startswith("task") else f"task: {p}" for p in e.problems]
+    columns = set(getattr(task, "reward_columns", None) or [])
+    for i, term in enumerate(recipe.reward.terms):
+        if term.type != "function":
+            continue
+        try:
+            check_signature(load_function(term.function), term.function, set(PASSED) | columns)
+        except UserError as e:
+            problems.append(f"reward.terms[{i}].function: {e.problems[0]}")
+    return problems
