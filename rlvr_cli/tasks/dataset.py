@@ -2,7 +2,7 @@
 
 `path` may be a local ``.jsonl`` file (read here, line by line, so that a bad line is named as
 ``file:line``), a ``.json``/``.parquet``/``.csv`` file (loaded with the matching `datasets` builder; a bad
-row is named by its index) or a dataset name on the Hugging Face hub (``load_dataset(path, config)``;
+row is named by its index, and in a CSV file also by the line it starts on) or a dataset name on the Hugging Face hub (``load_dataset(path, config)``;
 needs the network, or a local cache).
 
 Column mapping: the prompt is ``question_field`` formatted with ``prompt_template`` (or, when that
@@ -97,7 +97,7 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
 
 
 def _load_rows(spec: DatasetSpec, split: str, path: str | None = None) -> list[tuple[str, dict]]:
-    """(where, row) of one split: `where` is `file:line: row i` for JSONL, `file (split s) row i` otherwise."""
+    """(where, row) of one split: `where` is `file:line: row i` for JSONL and CSV, `file (split s) row i` otherwise."""
     path = path or spec.path
     p = Path(path)
     suffix = p.suffix.lower()
@@ -117,7 +117,28 @@ def _load_rows(spec: DatasetSpec, split: str, path: str | None = None) -> list[t
             ds = datasets.load_dataset(path, spec.config, split=split)
     except Exception as e:  # datasets raises many types; the message is what the user needs
         raise UserError(f"task: cannot load {path!r} (split {split!r}): {type(e).__name__}: {e}") from None
+    lines = _csv_record_lines(p) if suffix == ".csv" else None
+    if lines is not None and len(lines) == len(ds):
+        return [(f"{path}:{lines[i]}: row {i}", row) for i, row in enumerate(ds)]
     return [(f"{path} (split {split}) row {i}", row) for i, row in enumerate(ds)]
+
+
+def _csv_record_lines(path: Path) -> list[int] | None:
+    """The file line on which each data record of a CSV file starts (after the header; blank lines skipped,
+    as pandas skips them; a quoted field may span lines), or None when the file cannot be read so."""
+    import csv
+
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            starts, line = [], 1
+            for record in reader:
+                if record and any(record):
+                    starts.append(line)
+                line = reader.line_num + 1
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return starts[1:]  # the first record is the header
 
 
 def _conversation(value, where: str, field: str) -> list[dict] | None:
