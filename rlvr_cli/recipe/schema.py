@@ -247,6 +247,8 @@ class DatasetTaskSpec(Strict):
     """A system message before the question (needs chat_template)."""
     verifier: Literal["math", "integer"] = "math"
     """Verifier that decides correctness for this dataset."""
+    answer_marker: str = Field("", max_length=16)
+    """Text that precedes the final answer (`#` for the built-in models' form `...#632`); "" reads the answer by `reward.extract` (boxed, ####, last number). With a marker the verifier reads the text after its last occurrence (`integer`: an integer with optional `=checks`), and the `format` term is 1 when that is a readable answer."""
     _looked_for: dict[str, list[str]] = PrivateAttr(default_factory=dict)
     """Where the loader looked for a relative `path` / `eval_path` found nowhere (for the error that names it)."""
     reward_columns: list[str] = Field(default_factory=list)
@@ -270,6 +272,8 @@ class DatasetTaskSpec(Strict):
             raise ValueError("give eval_split (hub datasets) or eval_path (local files), not both")
         _check_system_prompt(self)
         _check_reward_columns(self.reward_columns)
+        if self.answer_marker and not self.answer_marker.strip():
+            raise ValueError("answer_marker is only whitespace; give visible text (e.g. '#') or \"\" for none")
         return self
 
 

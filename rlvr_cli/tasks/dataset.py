@@ -159,6 +159,7 @@ class DatasetTask:
     def __init__(self, spec: DatasetSpec):
         self.spec = spec
         self.verifier = spec.verifier
+        self.answer_marker = spec.answer_marker
         self._located: list[tuple[str, Problem]] = []
         train_rows = self._problems(_load_rows(spec, spec.split), spec.split, spec.path)
         if spec.eval_split or spec.eval_path:
