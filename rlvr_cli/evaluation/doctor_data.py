@@ -8,7 +8,7 @@ list: its held-out prompts and :data:`GENERATED_DRAWS` training draws stand for 
 - prompts longer than the context: prompt tokens + ``rollout.max_new_tokens`` above the model's positions
   stop training (exit 2) at the step that draws the row: `FAIL`.
 - gold answers the verifier cannot read: every response to the row is then an ``error`` scored 0, and the
-  run says so nowhere; `FAIL` (see :func:`gold_problem`).
+  run says so nowhere; `FAIL` (see :func:`rlvr_cli.rewards.references.gold_problem`).
 - characters the tokenizer does not know: each becomes the one unknown token (builtin:tiny knows only
   the characters docs/tasks.md lists; any uppercase letter is unknown), so the model reads prompts that
   differ there as the same; a gold answer holding one cannot be written at all. `warn`.
@@ -20,11 +20,11 @@ list: its held-out prompts and :data:`GENERATED_DRAWS` training draws stand for 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from rlvr_cli.keyed_random import stream_key
+from rlvr_cli.rewards.references import gold_problem
 from rlvr_cli.tasks import encode_prompt
 from rlvr_cli.tasks.base import Problem
 
@@ -87,24 +87,6 @@ def context_finding(rows: list[Row], every: bool, task, tok, limit, max_new: int
                    f"prompt + rollout.max_new_tokens ({max_new}) exceeds the model's {limit} positions at {named}: "
                    "training stops (exit 2) at the first step that draws one; shorten those prompts or "
                    "rollout.max_new_tokens")
-
-
-_FLOAT_INT = re.compile(r"[+-]?\d+\.0+")
-
-
-def gold_problem(verifier: str, gold: str) -> str | None:
-    """Why ``verifier`` cannot read the gold answer ``gold``, or None when it can (or the verifier takes
-    any text as a gold: `math` compares a gold it cannot parse as text)."""
-    if verifier != "integer":
-        return None
-    from rlvr_cli.rewards.integer import parse_reference
-
-    if parse_reference(gold) is not None:
-        return None
-    if _FLOAT_INT.fullmatch(gold.strip()):
-        return (f"{gold!r} is a float, not an integer (pandas writes an integer column that has an empty cell "
-                "as floats): write integers, or use verifier: math")
-    return f"{gold[:40]!r} is not an integer (verifier integer reads digits only: use verifier: math for other answers)"
 
 
 def gold_finding(rows: list[Row], every: bool, verifier: str):

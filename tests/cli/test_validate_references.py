@@ -73,3 +73,11 @@ def test_a_bad_row_is_named_by_its_line(cli, folder):
     (folder / "data.jsonl").write_text(ROWS + '{"question": "1+1=", "sum": null}\n')
     msg = _problem(cli, _write(folder))
     assert "data.jsonl:41: row 40: sum is null" in msg
+
+
+def test_gold_answers_written_as_floats_are_named_by_line(cli, folder):
+    # as pandas writes an integer column that held an empty cell: 176.0
+    (folder / "data.csv").write_text("question,sum\n" + "".join(f"{a}+1=,{a + 1}.0\n" for a in range(100, 140)))
+    msg = _problem(cli, _write(folder, path="data.csv"))
+    assert "task.answer_field: 40 gold answer(s) the verifier cannot read: " in msg
+    assert "data.csv:2: row 0: '101.0' is a float, not an integer" in msg and msg.rstrip().endswith("and 37 more")

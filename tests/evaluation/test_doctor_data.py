@@ -8,10 +8,11 @@ import json
 
 import pytest
 
-from rlvr_cli.evaluation.doctor_data import (Row, context_finding, gold_finding, gold_problem, learnable_finding,
+from rlvr_cli.evaluation.doctor_data import (Row, context_finding, gold_finding, learnable_finding,
                                              task_rows, unknown_characters, vocabulary_finding)
 from rlvr_cli.models.tokenizer import build_char_tokenizer
 from rlvr_cli.recipe.load import load_recipe
+from rlvr_cli.rewards.references import gold_problem
 from rlvr_cli.tasks import build_task
 from rlvr_cli.tasks.base import Problem
 
