@@ -54,6 +54,8 @@ TRUNCATED_WARN = 0.25
 """Share of truncated responses from which the doctor warns: beyond a quarter, the limit shapes what is learned."""
 SILENT_WARN = 0.5
 """Share of groups without spread (or signal) from which the doctor warns: half the batch then trains nothing."""
+LENGTH_SAMPLE = 256
+"""Training prompts drawn, beside the sampled ones and the evaluation's, to look for prompts longer than the context."""
 AMP = {"none": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -115,7 +117,7 @@ def diagnose(recipe: Recipe, num_prompts: int = 8) -> Diagnosis:
     prompt_ids = [encode_prompt(tok, task, p) for p in problems]
     limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     fits = [j for j, ids in enumerate(prompt_ids) if not isinstance(limit, int) or len(ids) + ro.max_new_tokens <= limit]
-    findings = _data_findings(recipe, task, tok, limit)
+    findings = _data_findings(recipe, task, tok, limit, problems)
     items: list[ScoreItem] = []
     if fits:
         options = SamplingOptions(ro.max_new_tokens, tok.eos_token_id, tok.pad_token_id, ro.temperature, ro.top_p,
@@ -181,11 +183,13 @@ def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosi
                                     float(v.min()), float(v.max()), int((~zero_spread_groups(v)).sum())))
     constant = [t for t in diag.terms if t.high - t.low <= 1e-12]
     if constant and len(keys) > 1:
-        broken = (" (no response is correct: see `true reward learnable`)" if not solved else
-                  " (a function that returns one value for everything is likely broken)" if any(
-                      t.key.startswith("function") for t in constant) else "")
+        broken = " (a function that returns one value for everything is likely broken)" if any(
+            t.key.startswith("function") for t in constant) else ""
         f.append(Finding("constant reward terms", ", ".join(f"{t.key} = {t.low:g}" for t in constant), "warn",
                          f"the same value on every response: the term adds nothing to the advantage{broken}"))
+    if not solved and f[-1].check == "constant reward terms":  # flat because nothing is right, not broken
+        f[-1].detail = ("the same value on every response: the term adds nothing to the advantage (no response "
+                        "is correct: see `true reward learnable`)")
 
 
 def _shaped(recipe: Recipe, rewards, lengths, correct) -> torch.Tensor:
@@ -228,9 +232,10 @@ def _disagreement(rewards, correct) -> Finding:
                    "something besides correctness" if bad else "")
 
 
-def _data_findings(recipe: Recipe, task, tok, limit) -> list[Finding]:
-    """The checks of the task's rows (every row of a file task): context length, gold answers, vocabulary."""
-    rows, every = doctor_data.task_rows(task, recipe.seed)
+def _data_findings(recipe: Recipe, task, tok, limit, sampled) -> list[Finding]:
+    """The checks of the task's rows (every row of a file task; else the sampled prompts, LENGTH_SAMPLE
+    more training draws and the held-out prompts): context length, gold answers, vocabulary."""
+    rows, every = doctor_data.task_rows(task, recipe.seed, LENGTH_SAMPLE, sampled)
     return [Finding(*doctor_data.context_finding(rows, every, task, tok, limit, recipe.rollout.max_new_tokens)),
             Finding(*doctor_data.gold_finding(rows, every, task.verifier)),
             Finding(*doctor_data.vocabulary_finding(rows, every, tok, recipe.model.name))]

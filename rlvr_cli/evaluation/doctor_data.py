@@ -3,7 +3,7 @@
 Every row, not a sample of draws: a task read from a file (:class:`~rlvr_cli.tasks.dataset.DatasetTask`)
 serves each of its rows, training and held-out, with where it came from (``file:line: row i``), and each
 check below names the first rows that fail it. A generated task (arithmetic, countdown) has no rows to
-list: its held-out prompts and :data:`GENERATED_DRAWS` training draws stand for it.
+list: its held-out prompts and the prompts the doctor samples and more training draws (``rlvr_cli.evaluation.doctor.LENGTH_SAMPLE``) stand for it.
 
 - prompts longer than the context: prompt tokens + ``rollout.max_new_tokens`` above the model's positions
   stop training (exit 2) at the step that draws the row: `FAIL`.
@@ -28,8 +28,6 @@ from rlvr_cli.rewards.references import gold_problem
 from rlvr_cli.tasks import encode_prompt
 from rlvr_cli.tasks.base import Problem
 
-GENERATED_DRAWS = 256
-"""Training draws that stand for a generated task's rows (it has no finite list of them)."""
 NAMED = 3
 """Rows a finding names (then a count of the others)."""
 
@@ -50,15 +48,17 @@ class Row:
     problem: Problem
 
 
-def task_rows(task, seed: int) -> tuple[list[Row], bool]:
+def task_rows(task, seed: int, draws: int, sampled: list[Problem]) -> tuple[list[Row], bool]:
     """(rows to check, whether they are every row of the task): a file task's every row, training and
-    held-out, with its place in the file; a generated task's held-out prompts and GENERATED_DRAWS draws."""
+    held-out, with its place in the file; a generated task's ``sampled`` prompts (step 1's), its held-out
+    prompts and ``draws`` more training draws."""
     own = getattr(task, "located_rows", None)
     if callable(own):
         return [Row(w, p) for w, p in own()], True
-    draws = task.train_problems(stream_key(seed, "doctor", "lengths").rng(), GENERATED_DRAWS)
-    rows = [Row(f"held-out prompt {i}", p) for i, p in enumerate(task.eval_problems())]
-    return rows + [Row(f"training draw {i}", p) for i, p in enumerate(draws)], False
+    extra = task.train_problems(stream_key(seed, "doctor", "lengths").rng(), draws)
+    rows = [Row(f"step-1 prompt {i}", p) for i, p in enumerate(sampled)]
+    rows += [Row(f"held-out prompt {i}", p) for i, p in enumerate(task.eval_problems())]
+    return rows + [Row(f"training draw {i}", p) for i, p in enumerate(extra)], False
 
 
 def _named(rows: list[str]) -> str:

@@ -239,6 +239,8 @@ class DatasetTaskSpec(Strict):
     """How to get the gold answer from `answer_field`: GSM8K's `#### 42`, the last `\\boxed{}`, the field as is, or `answer_regex` (first group)."""
     answer_regex: str | None = None
     """Regular expression whose first group is the gold answer (with answer_extraction `regex`)."""
+    answer_marker: str = Field("", max_length=16)
+    """Text that precedes the final answer (`#` for the built-in models' form `...#632`); "" reads the answer by `reward.extract` (boxed, ####, last number). With a marker the verifier reads the text after its last occurrence (`integer`: an integer with optional `=checks`), and the `format` term is 1 when that is a readable answer."""
     prompt_template: str = "{question}\n"
     """Python format string over the row's fields."""
     chat_template: bool = False
@@ -247,8 +249,6 @@ class DatasetTaskSpec(Strict):
     """A system message before the question (needs chat_template)."""
     verifier: Literal["math", "integer"] = "math"
     """Verifier that decides correctness for this dataset."""
-    answer_marker: str = Field("", max_length=16)
-    """Text that precedes the final answer (`#` for the built-in models' form `...#632`); "" reads the answer by `reward.extract` (boxed, ####, last number). With a marker the verifier reads the text after its last occurrence (`integer`: an integer with optional `=checks`), and the `format` term is 1 when that is a readable answer."""
     _looked_for: dict[str, list[str]] = PrivateAttr(default_factory=dict)
     """Where the loader looked for a relative `path` / `eval_path` found nowhere (for the error that names it)."""
     reward_columns: list[str] = Field(default_factory=list)

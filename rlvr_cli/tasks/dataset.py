@@ -238,11 +238,6 @@ class DatasetTask:
             meta["columns"] = {c: row.get(c) for c in s.reward_columns}
         return Problem(id=f"ds:{stable_hash(_key(prompt, messages)):016x}", prompt=prompt, reference=gold, meta=meta)
 
-    def located_rows(self) -> list[tuple[str, Problem]]:
-        """(where, problem) of every row read, training and held-out, in file order (`rlvr doctor` checks
-        each): `where` is ``file:line: row i`` for JSONL and CSV, ``file (split s) row i`` otherwise."""
-        return list(self._located)
-
     def eval_problems(self) -> list[Problem]:
         return list(self._eval)
 
@@ -261,6 +256,11 @@ class DatasetTask:
                 text = json.dumps(row, sort_keys=True, ensure_ascii=False, default=repr)
                 h.update(text.encode("utf-8", "surrogatepass") + b"\n")
         return f"blake2b:{h.hexdigest()}"
+
+    def located_rows(self) -> list[tuple[str, Problem]]:
+        """(where, problem) of every row read, training and held-out, in file order (`rlvr doctor` checks
+        each): `where` is ``file:line: row i`` for JSONL and CSV, ``file (split s) row i`` otherwise."""
+        return list(self._located)
 
     def incorrect_reference(self, problem: Problem) -> str:
         """A fixed wrong label: a numeric gold shifted by a hash-chosen nonzero amount, else a marker string."""

@@ -39,7 +39,7 @@ def _sums(n=40):
 def test_every_row_is_checked_and_the_long_one_is_named_by_its_line(tmp_path):
     rows = _sums(299) + [{"question": "1+" * 300 + "1=", "sum": 301}]  # one row in 300, the last
     task = build_task(load_recipe(_recipe(tmp_path, rows)).task)
-    located, every = task_rows(task, seed=0)
+    located, every = task_rows(task, 0, 256, [])
     assert every and len(located) == 300  # training and held-out rows, each once (no draws)
     f = context_finding(located, every, task, TOK, limit=512, max_new=64)
     assert f.verdict == "FAIL" and f.value == "1 of 300 rows (every row)"
@@ -47,8 +47,10 @@ def test_every_row_is_checked_and_the_long_one_is_named_by_its_line(tmp_path):
 
 
 def test_a_generated_task_stands_for_its_rows_by_draws():
-    located, every = task_rows(build_task("arithmetic"), seed=0)
-    assert not every and located[0].where == "held-out prompt 0" and located[-1].where == "training draw 255"
+    task = build_task("arithmetic")
+    located, every = task_rows(task, 0, 256, task.eval_problems()[:2])
+    assert not every and [r.where for r in located[1:3]] == ["step-1 prompt 1", "held-out prompt 0"]
+    assert located[-1].where == "training draw 255" and len(located) == 2 + len(task.eval_problems()) + 256
 
 
 @pytest.mark.parametrize("gold, why", [
