@@ -49,7 +49,7 @@ def _local(value: str | None) -> bool:
 def check_references(recipe: Recipe) -> list[str]:
     """One ``field: problem`` line per reference of ``recipe`` that is missing or unusable; [] when all hold."""
     problems: list[str] = []
-    task = recipe.task
+    task, built = recipe.task, None
     if task.name == "dataset" and _local(task.path) and (task.eval_path is None or _local(task.eval_path)):
         try:
             built = build_task(task)
@@ -61,7 +61,8 @@ def check_references(recipe: Recipe) -> list[str]:
                 more = f" and {len(bad) - NAMED} more" if len(bad) > NAMED else ""
                 problems.append(f"task.answer_field: {len(bad)} gold answer(s) the verifier cannot read: "
                                 f"{'; '.join(bad[:NAMED])}{more}")
-    columns = set(getattr(task, "reward_columns", None) or [])
+    # the keywords a function gets: the declared columns, and every column where the task has the list (as the scorer)
+    columns = set(getattr(task, "reward_columns", None) or []) | set(getattr(built, "column_names", None) or [])
     for i, term in enumerate(recipe.reward.terms):
         if term.type != "function":
             continue
