@@ -22,11 +22,14 @@ def doctor(
     """Sample the base model on the first prompts of the run's first step with the recipe's own settings,
     score them with its reward terms, and print what would make the run learn nothing or mislead:
     truncated responses, groups with zero reward spread or no learning signal, the reward per term, reward
-    against accuracy, prompts longer than the context, the sampling settings, and the recipe's notes.
+    against accuracy, whether the true reward can be learned, the sampling settings, and the recipe's notes.
+    Every row of a file task is checked for prompts longer than the context, gold answers the verifier
+    cannot read and characters the tokenizer does not know, each named by file:line.
 
     Exit status: 0 the run has a learning signal (warnings may be printed); 3 the run would learn nothing or
-    stop (every response cut before its answer, no group with a nonzero advantage, a prompt longer than
-    the context), one `doctor: check: reason` line per reason; 2 bad input (the recipe, the data, a reward
+    stop (every response cut before its answer, no group with a nonzero advantage, no prompt solved in any
+    sample, a prompt longer than the context, a gold answer the verifier cannot read), one
+    `doctor: check: reason` line per reason; 2 bad input (the recipe, the data, a reward
     function that raises or returns garbage); 1 an internal failure.
 
     Example: rlvr doctor dr_grpo --set rollout.max_new_tokens=1

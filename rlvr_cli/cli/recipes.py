@@ -69,10 +69,15 @@ def validate(
 ) -> None:
     """Validate recipes; print one line per problem (file:line: field: problem) and exit 2 if any fails.
 
+    Besides the fields, what a recipe points at is checked without loading a model: a local data file
+    exists and its rows read (columns, gold answers), and each `function` reward term's file or module
+    imports, has the function, and takes rlvr's keywords. A Hugging Face dataset is not fetched.
+
     Example: rlvr recipes validate recipes/*.yaml
     """
     from rlvr_cli.models.notes import model_notes
     from rlvr_cli.rewards.scorer import check_functions
+    from rlvr_cli.rewards.references import check_references
 
     problems: list[str] = []
     for f in files:
@@ -80,6 +85,10 @@ def validate(
             r = load_recipe(f, set_)
         except UserError as e:
             problems.extend(e.problems)
+            continue
+        missing = check_references(r)  # data file, reward files and names (rlvr_cli/rewards/references.py)
+        if missing:
+            problems.extend(f"{f}: {p}" for p in missing)
             continue
         try:  # the user's reward functions: importable, and callable with rlvr's keywords (no model loads)
             check_functions(r.reward, r.task)

@@ -17,9 +17,12 @@ reward terms (the user's ``function`` terms included, through the worker pool) a
 - reward against accuracy: within groups holding both right and wrong responses, the share of (right,
   wrong) pairs where the wrong one scores at least as high. `warn` above 0: the reward teaches
   something besides correctness.
-- prompts longer than the context: a prompt whose tokens plus ``rollout.max_new_tokens`` exceed the
-  model's positions stops training (exit 2) at the step that draws it, so `FAIL`; checked on the
-  sampled prompts, :data:`LENGTH_SAMPLE` more training draws and the evaluation prompts.
+- the data, on every row of a file task (named by ``file:line``; rlvr_cli/evaluation/doctor_data.py):
+  prompts longer than the context (`FAIL`: training stops at the step that draws one), gold answers the
+  verifier cannot read (`FAIL`: every response to them is an ``error``), characters the tokenizer maps
+  to its unknown token (`warn`).
+- whether the true reward can be learned: no prompt solved in any sample at the base is `FAIL` (RL
+  cannot raise accuracy from 0), with its own message.
 - the sampling settings: top-p / top-k draw from a truncated distribution; the loss's log-probs are
   renormalised on each token's sampling support, so the truncated policy is what trains, and a token
   alone in its support gets no gradient (`warn`; docs/async.md).
@@ -40,6 +43,7 @@ from rlvr_cli.algo.advantages import group_advantages, zero_spread_groups
 from rlvr_cli.algo.length_control import length_controlled_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.errors import UserError
+from rlvr_cli.evaluation import doctor_data
 from rlvr_cli.keyed_random import stream_key
 from rlvr_cli.models import load_model, resolve_device, sampling_autocast, trainer_autocast
 from rlvr_cli.models.notes import model_notes
@@ -113,7 +117,7 @@ def diagnose(recipe: Recipe, num_prompts: int = 8) -> Diagnosis:
     prompt_ids = [encode_prompt(tok, task, p) for p in problems]
     limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     fits = [j for j, ids in enumerate(prompt_ids) if not isinstance(limit, int) or len(ids) + ro.max_new_tokens <= limit]
-    findings = [_context(recipe, task, tok, prompt_ids, limit)]
+    findings = _data_findings(recipe, task, tok, limit, problems)
     items: list[ScoreItem] = []
     if fits:
         sampled = sample_round(model, tok, task, ro, key, problems, fits, amp)
@@ -167,6 +171,8 @@ def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosi
     acc = float(correct.double().mean())
     solved = float(correct.any(dim=1).double().mean())
     f.append(Finding("accuracy (task verifier)", f"{acc:.2f} (a prompt solved at least once: {solved:.2f})", "info"))
+    if k < n:  # every response cut is its own FAIL, and the cause
+        f.append(Finding(*doctor_data.learnable_finding(int(correct.any(dim=1).sum()), p, n, g)))
     f.append(_disagreement(rewards, correct))
     for j, (key, term) in enumerate(zip(keys, recipe.reward.terms)):
         v = terms[:, :, j]
@@ -180,6 +186,9 @@ def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosi
             t.key in user_code for t in constant) else ""
         f.append(Finding("constant reward terms", ", ".join(f"{t.key} = {t.low:g}" for t in constant), "warn",
                          f"the same value on every response: the term adds nothing to the advantage{broken}"))
+    if not solved and f[-1].check == "constant reward terms":  # flat because nothing is right, not broken
+        f[-1].detail = ("the same value on every response: the term adds nothing to the advantage (no response "
+                        "is correct: see `true reward learnable`)")
 
 
 def _shaped(recipe: Recipe, rewards, lengths, correct) -> torch.Tensor:
@@ -222,22 +231,13 @@ def _disagreement(rewards, correct) -> Finding:
                    "something besides correctness" if bad else "")
 
 
-def _context(recipe: Recipe, task, tok, sampled: list[list[int]], limit) -> Finding:
-    """Prompts that do not fit the model's positions with rollout.max_new_tokens after them."""
-    if not isinstance(limit, int):
-        return Finding("prompts longer than the context", "the model states no position limit", "info")
-    extra = task.train_problems(stream_key(recipe.seed, "doctor", "lengths").rng(), LENGTH_SAMPLE)
-    extra += task.eval_problems()[: recipe.eval.num_prompts]
-    lengths = [len(x) for x in sampled] + [len(encode_prompt(tok, task, p)) for p in extra]
-    room = limit - recipe.rollout.max_new_tokens
-    over = [n for n in lengths if n > room]
-    if not over:
-        return Finding("prompts longer than the context", f"0 of {len(lengths)} (longest {max(lengths)} + "
-                       f"{recipe.rollout.max_new_tokens} new <= {limit} tokens)", "ok")
-    return Finding("prompts longer than the context", _share(len(over), len(lengths)), "FAIL",
-                   f"prompt + rollout.max_new_tokens ({recipe.rollout.max_new_tokens}) exceeds the model's {limit} positions "
-                   f"(longest prompt {max(over)} tokens): training stops (exit 2) at the first step that draws one; "
-                   "shorten the prompts or rollout.max_new_tokens")
+def _data_findings(recipe: Recipe, task, tok, limit, sampled) -> list[Finding]:
+    """The checks of the task's rows (every row of a file task; else the sampled prompts, LENGTH_SAMPLE
+    more training draws and the held-out prompts): context length, gold answers, vocabulary."""
+    rows, every = doctor_data.task_rows(task, recipe.seed, LENGTH_SAMPLE, sampled)
+    return [Finding(*doctor_data.context_finding(rows, every, task, tok, limit, recipe.rollout.max_new_tokens)),
+            Finding(*doctor_data.gold_finding(rows, every, task.verifier)),
+            Finding(*doctor_data.vocabulary_finding(rows, every, tok, recipe.model.name))]
 
 
 def _sampling(recipe: Recipe) -> Finding:

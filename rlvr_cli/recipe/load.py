@@ -298,14 +298,68 @@ def validate_recipe_data(data: dict, origins: dict | None = None, source: str = 
         raise UserError(lines) from None
 
 
+# --- relative paths ------------------------------------------------------------------------------
+def _recipe_folder(origin: str | None) -> Path | None:
+    """The folder of the recipe file an origin (`file:line`) names; None for a `--set` or no origin."""
+    if not origin or origin.startswith("--set"):
+        return None
+    file, _, line = origin.rpartition(":")
+    return Path(file).parent if file and line.isdigit() else None
+
+
+def resolve_relative(value: str, origin: str | None) -> tuple[str, list[Path]]:
+    """(the path to use, the places looked) for a relative file path a recipe names: the folder of the
+    recipe file that wrote it first, then the working directory, as for ``extends:``. The first that
+    exists wins; it is written absolute when it is the recipe folder's and the working directory's
+    reading is another file (or none), so the resolved recipe reads the same file from anywhere. An
+    absolute path, a path given with ``--set``, and one found nowhere are kept as written."""
+    p = Path(value).expanduser()
+    folder = _recipe_folder(origin)
+    if p.is_absolute() or folder is None:
+        return value, [p.absolute()]
+    here, there = p.absolute(), folder / p
+    looked = [there, here] if there != here else [here]
+    if there.exists() and not (here.exists() and here.resolve() == there.resolve()):
+        return os.path.normpath(there), looked
+    return value, looked
+
+
+def resolve_paths(data: dict, origins: dict) -> dict[str, list[Path]]:
+    """Resolve ``task.path``, ``task.eval_path`` and each ``file.py:name`` reward ``function`` (in place) by
+    :func:`resolve_relative`; returns the places looked for each of those found nowhere, by dotted field."""
+    missing: dict[str, list[Path]] = {}
+    task = data.get("task")
+    if isinstance(task, dict) and task.get("name") == "dataset":
+        for key in ("path", "eval_path"):
+            if isinstance(task.get(key), str) and task[key]:
+                task[key], looked = resolve_relative(task[key], origins.get(("task", key)))
+                if not Path(task[key]).expanduser().exists():
+                    missing[f"task.{key}"] = looked
+    terms = (data.get("reward") or {}).get("terms") if isinstance(data.get("reward"), dict) else None
+    for i, term in enumerate(terms if isinstance(terms, list) else []):
+        ref = term.get("function") if isinstance(term, dict) else None
+        if isinstance(ref, str) and ref.rpartition(":")[0].endswith(".py"):
+            where, _, name = ref.rpartition(":")
+            where, looked = resolve_relative(where, origins.get(("reward", "terms", i, "function")))
+            term["function"] = f"{where}:{name}"
+            if not Path(where).expanduser().is_file():
+                missing[f"reward.terms[{i}].function"] = looked
+    return missing
+
+
 def load_recipe(ref: str | Path, overrides: list[str] | None = None) -> Recipe:
-    """Load, merge, override and validate a recipe. The run name defaults to the file's stem."""
+    """Load, merge, override and validate a recipe. The run name defaults to the file's stem. Relative
+    file paths in it (data, reward functions) are resolved by :func:`resolve_paths`."""
     path = find_recipe(str(ref))
     data, origins = _load_chain(path)
     data = apply_overrides(data, origins, list(overrides or []))
     if data.get("name") is None:
         data["name"] = path.stem
-    return validate_recipe_data(data, origins, source=str(path))
+    missing = resolve_paths(data, origins)
+    recipe = validate_recipe_data(data, origins, source=str(path))
+    if recipe.task.name == "dataset":
+        recipe.task._looked_for = {k[len("task."):]: [str(p) for p in v] for k, v in missing.items() if k.startswith("task.")}
+    return recipe
 
 
 def dump_recipe(recipe: Recipe) -> str:

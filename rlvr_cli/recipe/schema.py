@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from rlvr_cli.recipe.objectives import (
     MAX_RATIO_BOUND, OBJECTIVES, Objective, PPOClipObjective, check_loss, objective_notes,
@@ -241,6 +241,8 @@ class DatasetTaskSpec(Strict):
     """How to get the gold answer from `answer_field`: GSM8K's `#### 42`, the last `\\boxed{}`, the field as is, or `answer_regex` (first group)."""
     answer_regex: str | None = None
     """Regular expression whose first group is the gold answer (with answer_extraction `regex`)."""
+    answer_marker: str = Field("", max_length=16)
+    """Text that precedes the final answer (`#` for the built-in models' form `...#632`); "" reads the answer by `reward.extract` (boxed, ####, last number). With a marker the verifier reads the text after its last occurrence (`integer`: an integer with optional `=checks`), and the `format` term is 1 when that is a readable answer."""
     prompt_template: str = "{question}\n"
     """Python format string over the row's fields."""
     chat_template: bool = False
@@ -249,6 +251,8 @@ class DatasetTaskSpec(Strict):
     """A system message before the question (needs chat_template)."""
     verifier: Literal["math", "integer"] = "math"
     """Verifier that decides correctness for this dataset."""
+    _looked_for: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+    """Where the loader looked for a relative `path` / `eval_path` found nowhere (for the error that names it)."""
     reward_columns: list[str] = Field(default_factory=list)
     """Columns that must be in the data, for `function` reward terms (which get every column but the question's as a keyword argument of the same name, one value per completion, as TRL passes a dataset's columns); the gold answer always comes as `answer`."""
 
@@ -270,6 +274,8 @@ class DatasetTaskSpec(Strict):
             raise ValueError("give eval_split (hub datasets) or eval_path (local files), not both")
         _check_system_prompt(self)
         _check_reward_columns(self.reward_columns)
+        if self.answer_marker and not self.answer_marker.strip():
+            raise ValueError("answer_marker is only whitespace; give visible text (e.g. '#') or \"\" for none")
         return self
 
 

@@ -111,7 +111,8 @@ def split_reference(ref: str) -> tuple[str, str]:
 def _import_file(where: str):
     path = Path(where).expanduser().resolve()
     if not path.is_file():
-        raise UserError(f"{where}: no such file (a path is read from the current directory, {os.getcwd()})")
+        raise UserError(f"{where}: no such file (looked for {path}; a relative path is read from the folder of the "
+                        f"recipe file that names it, then from the working directory, {os.getcwd()})")
     name = f"rlvr_user_reward_{hashlib.blake2b(str(path).encode('utf-8', 'surrogatepass'), digest_size=4).hexdigest()}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -150,7 +151,8 @@ def load_function(ref: str) -> Callable:
         raise UserError(f"{ref}: cannot import {where}: {_exception(e)}{_where(e)}") from None
     fn = getattr(module, name, None)
     if fn is None:
-        raise UserError(f"{ref}: {where} has no {name!r}")
+        callables = [n for n, v in vars(module).items() if not n.startswith("_") and callable(v)]
+        raise UserError(f"{ref}: {where} has no {name!r}{did_you_mean(name, callables)}")
     if not callable(fn):
         raise UserError(f"{ref}: {name} is a {type(fn).__name__}, not a function")
     _loaded[ref] = fn
@@ -223,6 +225,14 @@ def check_signature(fn: Callable, ref: str, names: set[str]) -> None:
     if missing:
         raise UserError(f"{ref}: parameter(s) {missing} are never passed (rlvr passes {', '.join(sorted(names))}: its "
                         "keywords and the data's columns); give it a default, or name a column of the data")
+
+
+def did_you_mean(name: str, known) -> str:
+    """` (did you mean 'x'?)` for the closest of ``known`` to a misspelled ``name``, or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 # --- calling it ------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 `path` may be a local ``.jsonl`` file (read here, line by line, so that a bad line is named as
 ``file:line``), a ``.json``/``.parquet``/``.csv`` file (loaded with the matching `datasets` builder; a bad
-row is named by its index) or a dataset name on the Hugging Face hub (``load_dataset(path, config)``;
+row is named by its index, and in a CSV file also by the line it starts on) or a dataset name on the Hugging Face hub (``load_dataset(path, config)``;
 needs the network, or a local cache).
 
 Column mapping: the prompt is ``question_field`` formatted with ``prompt_template`` (or, when that
@@ -23,6 +23,7 @@ two runs can be shown to have trained and been evaluated on the same data (run.j
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -35,6 +36,8 @@ from rlvr_cli.recipe.schema import DatasetTaskSpec as DatasetSpec
 from rlvr_cli.tasks.base import Problem, stable_hash
 
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+LOCAL_FORMATS = tuple(_BUILDERS)
+"""Suffixes of the local files a dataset task reads (any other `path` is a Hugging Face dataset name)."""
 
 
 def last_boxed(text: str) -> str | None:
@@ -95,12 +98,15 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
 
 
 def _load_rows(spec: DatasetSpec, split: str, path: str | None = None) -> list[tuple[str, dict]]:
-    """(where, row) of one split: `where` is `file:line: row i` for JSONL, `file (split s) row i` otherwise."""
+    """(where, row) of one split: `where` is `file:line: row i` for JSONL and CSV, `file (split s) row i` otherwise."""
     path = path or spec.path
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in _BUILDERS and not p.is_file():
-        raise UserError(f"task: {path}: no such file")
+        field = "eval_path" if path == spec.eval_path and path != spec.path else "path"
+        looked = spec._looked_for.get(field) or [str(p.absolute())]
+        raise UserError(f"task.{field}: {path}: no such file (looked for {', then '.join(looked)}; a relative path is "
+                        "read from the folder of the recipe file that sets it, then from the working directory)")
     if suffix == ".jsonl":
         return [(f"{path}:{number}: row {i}", row) for i, (number, row) in enumerate(_read_jsonl(p))]
     import datasets  # imported here: it is slow to import and only these formats need it
@@ -112,7 +118,28 @@ def _load_rows(spec: DatasetSpec, split: str, path: str | None = None) -> list[t
             ds = datasets.load_dataset(path, spec.config, split=split)
     except Exception as e:  # datasets raises many types; the message is what the user needs
         raise UserError(f"task: cannot load {path!r} (split {split!r}): {type(e).__name__}: {e}") from None
+    lines = _csv_record_lines(p) if suffix == ".csv" else None
+    if lines is not None and len(lines) == len(ds):
+        return [(f"{path}:{lines[i]}: row {i}", row) for i, row in enumerate(ds)]
     return [(f"{path} (split {split}) row {i}", row) for i, row in enumerate(ds)]
+
+
+def _csv_record_lines(path: Path) -> list[int] | None:
+    """The file line on which each data record of a CSV file starts (after the header; blank lines skipped,
+    as pandas skips them; a quoted field may span lines), or None when the file cannot be read so."""
+    import csv
+
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            starts, line = [], 1
+            for record in reader:
+                if record and any(record):
+                    starts.append(line)
+                line = reader.line_num + 1
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return starts[1:]  # the first record is the header
 
 
 def _conversation(value, where: str, field: str) -> list[dict] | None:
@@ -133,6 +160,8 @@ class DatasetTask:
     def __init__(self, spec: DatasetSpec):
         self.spec = spec
         self.verifier = spec.verifier
+        self.answer_marker = spec.answer_marker
+        self._located: list[tuple[str, Problem]] = []
         train_rows = self._problems(_load_rows(spec, spec.split), spec.split, spec.path)
         if spec.eval_split or spec.eval_path:
             split = spec.eval_split or "eval"
@@ -159,11 +188,15 @@ class DatasetTask:
         seen = set().union(*(row.keys() for _, row in rows))
         missing = [f for f in (s.question_field, s.answer_field, *s.reward_columns) if f not in seen]
         if missing:
+            hints = [f"{m!r} -> {c[0]!r}" for m in missing if (c := difflib.get_close_matches(m, sorted(seen), n=1, cutoff=0.6))]
+            hint = f"; did you mean {', '.join(hints)}?" if hints else ""
             raise UserError(
-                f"task: {source} (split {split}) has no field(s) {missing}; its fields are {sorted(seen)} "
+                f"task: {source} (split {split}) has no field(s) {missing}; its fields are {sorted(seen)}{hint} "
                 "(set task.question_field / task.answer_field / task.reward_columns)"
             )
-        return [self._problem(where, i, row, split) for i, (where, row) in enumerate(rows)]
+        problems = [self._problem(where, i, row, split) for i, (where, row) in enumerate(rows)]
+        self._located += [(where, p) for (where, _), p in zip(rows, problems)]
+        return problems
 
     def _problem(self, where: str, i: int, row: dict, split: str) -> Problem:
         s = self.spec
@@ -234,6 +267,11 @@ class DatasetTask:
                 text = json.dumps(row, sort_keys=True, ensure_ascii=False, default=repr)
                 h.update(text.encode("utf-8", "surrogatepass") + b"\n")
         return f"blake2b:{h.hexdigest()}"
+
+    def located_rows(self) -> list[tuple[str, Problem]]:
+        """(where, problem) of every row read, training and held-out, in file order (`rlvr doctor` checks
+        each): `where` is ``file:line: row i`` for JSONL and CSV, ``file (split s) row i`` otherwise."""
+        return list(self._located)
 
     def incorrect_reference(self, problem: Problem) -> str:
         """A fixed wrong label: a numeric gold shifted by a hash-chosen nonzero amount, else a marker string."""
