@@ -74,7 +74,30 @@ def is_shipped(ref: str) -> bool:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("RLVR_CACHE") or Path.home() / ".cache" / "rlvr")
+    """``$RLVR_CACHE`` or ``~/.cache/rlvr``; a UserError naming the variable when that path, or the first
+    of its parents that exists, is not a directory (a file there would fail every write far later)."""
+    named = os.environ.get("RLVR_CACHE")
+    root = Path(named or Path.home() / ".cache" / "rlvr")
+    problem = cache_root_problem(root)
+    if problem:
+        raise UserError(f"RLVR_CACHE={named}: {problem}; set RLVR_CACHE to a directory" if named
+                        else f"{root}: rlvr's default cache {problem}; set RLVR_CACHE to a directory")
+    return root
+
+
+def cache_root_problem(root: Path) -> str | None:
+    """What is wrong with ``root`` as the cache directory (a file, or below a file), or None."""
+    path = root.expanduser()
+    try:
+        while not path.exists() and not path.is_symlink() and path != path.parent:
+            path = path.parent
+        if path.is_dir():
+            return None
+    except OSError as e:
+        return f"cannot be inspected ({e.strerror or type(e).__name__})"
+    if path.is_symlink() and not path.exists():
+        return f"{path} is a broken symbolic link" if path != root.expanduser() else "is a broken symbolic link"
+    return "is a file, not a directory" if path == root.expanduser() else f"is below {path}, which is not a directory"
 
 
 def is_builtin_model(ref: str) -> bool:
@@ -83,14 +106,19 @@ def is_builtin_model(ref: str) -> bool:
         return True
     try:
         return Path(ref).expanduser().resolve().is_relative_to((cache_root() / "builtin").resolve())
-    except (OSError, ValueError):
+    except (OSError, ValueError, UserError):  # no usable cache: nothing is in it
         return False
 
 
 @contextmanager
 def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "w")
+    except OSError as e:
+        raise UserError(f"{path.parent}: cannot write rlvr's cache there ({e.strerror or type(e).__name__}); "
+                        "set RLVR_CACHE to a writable directory") from None
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
