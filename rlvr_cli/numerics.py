@@ -30,6 +30,16 @@ PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"
 processors that run its AVX2 code."""
 SWITCH = "RLVR_CPU_NUMERICS"
 """`portable` (default) or `native`."""
+MODES = ("portable", "native")
+
+
+def switch_problem() -> str | None:
+    """The one-line complaint about an :data:`SWITCH` value that is neither mode (case and spaces aside;
+    empty is the default), or None. A typo must not quietly run the default: the CLI refuses it (exit 2)."""
+    value = os.environ.get(SWITCH, "")
+    if value.strip().lower() in ("", *MODES):
+        return None
+    return f"{SWITCH}={value!r}: unknown value (valid: {', '.join(MODES)})"
 
 
 def cpu_flags() -> set[str] | None:

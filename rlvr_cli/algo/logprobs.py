@@ -24,7 +24,8 @@ untruncated log softmax on the trainer's side (what TRL and verl compute) the ra
 mass S = pi(S_t) of every token: off by up to 0.17 at top_k 50 (TRL#6789, where vLLM returns these
 renormalised `processed_logprobs`). The other choice, re-truncating each policy by its own top-k/top-p,
 makes the support depend on theta (not differentiable) and can leave y_t outside it (log q = -inf);
-TRL's fix (PR #7269) replays the sampling support as here (vLLM's `return_sampling_mask`). A
+TRL's PR #7269 proposed replaying the sampling support as here (vLLM's `return_sampling_mask`) but was
+closed without being merged: in TRL 1.16 the on-policy ratio under top-k/top-p is still the kept mass S. A
 consequence worth knowing: a token whose support is itself alone (top-p at a confident token) has
 q = 1 whatever theta, ratio 1 and no gradient -- the truncated policy cannot change there.
 Example: z = log [0.5, 0.3, 0.2], S = {0, 1} -> log q(0) = log(0.5 / 0.8) = -0.470.

@@ -27,8 +27,10 @@ clipping each ratio, bound the second moment of the log importance ratio over th
 
 by masking the tokens of largest (log r_t)^2 until the mean over the kept ones is <= tau (0.04 in
 the paper and AReaL's ``m2_threshold``): only extreme outliers lose their gradient, where PPO's clip
-at 1 +- 0.2 cuts many informative high-entropy tokens of a stale batch. A masked token keeps its
-place in the loss's denominator (the paper's footnote, AReaL, Trinity-RFT). Conventions differ:
+at 1 +- 0.2 cuts many informative high-entropy tokens of a stale batch. Conventions differ:
+- the denominator: here a masked token keeps its place in the loss's denominator (the paper's
+  footnote); AReaL removes it (``_apply_m2po_masking`` replaces the loss mask, and its PPO loss divides
+  by the kept tokens' count), so its per-token weight grows by N / N_kept.
 - which r: here log pi_prox - log pi_b, once per step before the updates (as slime pre-computes the
   mask from the recomputed and the rollout log-probs), so the mask does not depend on how the batch is
   split into minibatches; Trinity-RFT recomputes it in every loss call from the current pi_theta.
@@ -38,12 +40,12 @@ place in the loss's denominator (the paper's footnote, AReaL, Trinity-RFT). Conv
 The paper trains the unclipped surrogate under the mask; here the mask multiplies whatever
 ``loss.objective`` computes (widen ``loss.clip`` for the paper's objective).
 
-**KL to the behaviour policy** (prime-rl: ``kl_tau`` times the log importance ratio, its
-``kl_mask_type`` choosing the tokens): loss_t += coef * KL_t(pi_theta || pi_b) with one of the KL
-estimators of :mod:`rlvr_cli.algo.kl` (d = log pi_b - log pi_theta). prime-rl's term is k1 = -d (its
-gradient is grad log pi_theta whatever the distance: a push down on every sampled token, zero in
-expectation only on-policy); k2 = d^2 / 2 pulls each token back in proportion to its log-ratio.
-Here on every loss token (prime-rl's ``all``).
+**KL to the behaviour policy** (prime-rl's ``kl_tau``): loss_t += coef * KL_t(pi_theta || pi_b) with
+one of the KL estimators of :mod:`rlvr_cli.algo.kl` (d = log pi_b - log pi_theta), on every loss token.
+prime-rl's term today is kl_tau * d^2 on every loss token (its ``default_loss_fn``), which is k2 = d^2 / 2
+at coef = 2 * kl_tau: it pulls each token back in proportion to its log-ratio. Its earlier term was
+kl_tau * (-d), k1 here (gradient grad log pi_theta whatever the distance: a push down on every sampled
+token, zero in expectation only on-policy), on the tokens its ``kl_mask_type`` chose.
 
 Worked examples (the unit tests): decoupled, u = 1.5, A = +1, eps 0.2, pi_prox / pi_b = 3 with the
 token_mask cap 2 -> weight 0 (loss 0); with token_truncate -> weight 2, loss -2.4. M2PO tau = 0.04,

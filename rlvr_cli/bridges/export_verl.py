@@ -26,8 +26,14 @@ VERL_STD_EPS = 1e-6
 VERL_DUAL_CLIP_DEFAULT = 3.0
 NO_DUAL_CLIP = 1.0e9
 """clip_ratio_c that never binds in practice: verl has no switch to turn dual-clip off."""
-RS_NO_BOUND = 1.0e9
-"""A rejection-sampling ratio bound that never binds: verl clamps log-ratios to +-20 (exp(20) ~ 4.9e8)."""
+RS_NO_BOUND = float("inf")
+"""The rejection-sampling upper ratio bound for "no lower cap": verl parses the threshold with float()
+and compares log(bound) = inf, so it never binds. (A finite 1e9 did bind for seq_sum_k1: verl clamps
+each token's log-ratio to +-20, but a sum over many tokens passes log(1e9) = 20.7, so a sequence whose
+pi_old / pi_rollout fell below 1e-9 was rejected where rlvr keeps it.)"""
+VERL_LOG_RATIO_BOUND = 20.0
+"""verl's SAFETY_BOUND (trainer/ppo/rollout_corr_helper.py): each token's log(pi_old / pi_rollout) is
+clamped to +-20 before the rejection statistics are computed (and summed, for seq_sum_k1)."""
 
 AGG_MODES = {
     "seq_mean_token_mean": "seq-mean-token-mean",
@@ -173,6 +179,8 @@ def _is_correction(r, w: Warnings) -> dict:
     out[f"{rc}.rollout_rs"] = "token_k1" if level == "token" else "seq_sum_k1"
     out[f"{rc}.rollout_rs_threshold"] = f"{1.0 / ic.cap:.10g}_{upper:.10g}"
     w.add("rollout.is_correction", f"verl's rejection sampling ({out[f'{rc}.rollout_rs']}) removes the rejected tokens from response_mask, so they also leave the loss's denominator; rlvr (and TRL) keep them with weight 0")
+    if level == "sequence":
+        w.add("rollout.is_correction", f"verl's seq_sum_k1 clamps each token's log(pi_old / pi_rollout) to +-{VERL_LOG_RATIO_BOUND:g} before summing, rlvr sums the log-ratios as they are: a response with a token beyond +-{VERL_LOG_RATIO_BOUND:g} can be kept by one and rejected by the other")
     return out
 
 

@@ -64,6 +64,19 @@ def _click_exception_kinds():
 _EXIT, _CLICK_ERROR, _ABORT = _click_exception_kinds()
 
 
+def _check_environment() -> None:
+    """The environment variables rlvr reads, refused before any command starts (exit 2) when set to a
+    value rlvr cannot use: ``RLVR_CPU_NUMERICS`` not a mode, ``RLVR_CACHE`` not a directory."""
+    from rlvr_cli.models.builtin import cache_root
+    from rlvr_cli.numerics import switch_problem
+
+    problem = switch_problem()
+    if problem:
+        raise UserError(problem)
+    if os.environ.get("RLVR_CACHE"):
+        cache_root()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `rlvr` console script; maps errors to exit codes."""
     from rich.markup import escape
@@ -71,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     from rlvr_cli.cli.common import console
 
     try:
+        _check_environment()
         rv = app(args=argv, prog_name="rlvr", standalone_mode=False)
     except _EXIT as e:
         sys.exit(e.exit_code)

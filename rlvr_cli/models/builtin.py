@@ -19,7 +19,10 @@ would depend on the machine. The bases that results/ and the tests use (those ``
 :func:`shipped_manifest`, :func:`is_shipped`) are therefore package data: ``weights/NAME.safetensors``, the very bits
 every machine loads, with their fingerprint (blake2b over the state dict, as run.json's
 ``base_weights``). Using one writes it once into the cache as a model directory (config and tokenizer
-from code, the file's sha256 checked), which takes about a second. Their recipes stay: `rlvr models
+from code, the file's sha256 checked), which takes about a second. The cached copy is not trusted: once
+per process (and again if a file changes) its weights are hashed against the shipped sha256 and its other
+files against the sha256s recorded when it was written; a copy with flipped bytes, or a file truncated or
+deleted, is written again from the package, with a note, never used. Their recipes stay: `rlvr models
 rebuild NAME` trains one again and says whether this machine's build equals the shipped bits (and
 ``--write`` ships a new build after a recipe change). The other warm starts are built on first use,
 keyed by a hash of their recipe and :data:`BUILD_VERSION`, under a file lock so parallel runs build
@@ -71,7 +74,30 @@ def is_shipped(ref: str) -> bool:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("RLVR_CACHE") or Path.home() / ".cache" / "rlvr")
+    """``$RLVR_CACHE`` or ``~/.cache/rlvr``; a UserError naming the variable when that path, or the first
+    of its parents that exists, is not a directory (a file there would fail every write far later)."""
+    named = os.environ.get("RLVR_CACHE")
+    root = Path(named or Path.home() / ".cache" / "rlvr")
+    problem = cache_root_problem(root)
+    if problem:
+        raise UserError(f"RLVR_CACHE={named}: {problem}; set RLVR_CACHE to a directory" if named
+                        else f"{root}: rlvr's default cache {problem}; set RLVR_CACHE to a directory")
+    return root
+
+
+def cache_root_problem(root: Path) -> str | None:
+    """What is wrong with ``root`` as the cache directory (a file, or below a file), or None."""
+    path = root.expanduser()
+    try:
+        while not path.exists() and not path.is_symlink() and path != path.parent:
+            path = path.parent
+        if path.is_dir():
+            return None
+    except OSError as e:
+        return f"cannot be inspected ({e.strerror or type(e).__name__})"
+    if path.is_symlink() and not path.exists():
+        return f"{path} is a broken symbolic link" if path != root.expanduser() else "is a broken symbolic link"
+    return "is a file, not a directory" if path == root.expanduser() else f"is below {path}, which is not a directory"
 
 
 def is_builtin_model(ref: str) -> bool:
@@ -80,14 +106,19 @@ def is_builtin_model(ref: str) -> bool:
         return True
     try:
         return Path(ref).expanduser().resolve().is_relative_to((cache_root() / "builtin").resolve())
-    except (OSError, ValueError):
+    except (OSError, ValueError, UserError):  # no usable cache: nothing is in it
         return False
 
 
 @contextmanager
 def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "w")
+    except OSError as e:
+        raise UserError(f"{path.parent}: cannot write rlvr's cache there ({e.strerror or type(e).__name__}); "
+                        "set RLVR_CACHE to a writable directory") from None
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -95,15 +126,73 @@ def _locked(path: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+_VERIFIED: dict[Path, tuple] = {}
+"""Cached shipped bases this process has hashed, with the (inode, size, mtime) of each file then: a
+copy is hashed once per process, and again only if one of its files changed."""
+
+
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _stamp(target: Path) -> tuple | None:
+    try:
+        return tuple(sorted((p.name, p.stat().st_ino, p.stat().st_size, p.stat().st_mtime_ns)
+                            for p in target.iterdir()))
+    except OSError:
+        return None
+
+
+def _cached_copy_problem(entry: dict, target: Path) -> str | None:
+    """Why the cached copy ``target`` of a shipped base is not the shipped one, or None when it is:
+    ``model.safetensors`` against the manifest's sha256 (the package, not the cache, is the authority),
+    every other file against the sha256 that ``built.json`` recorded when the copy was written, and
+    ``built.json`` itself against the manifest entry."""
+    try:
+        built = json.loads((target / "built.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "built.json is missing"
+    except (OSError, ValueError) as e:
+        return f"built.json is unreadable ({type(e).__name__})"
+    if not isinstance(built, dict) or built.get("sha256") != entry["sha256"] or built.get("weights") != entry["weights"]:
+        return "built.json names other weights than the shipped manifest"
+    files = built.get("files")
+    if not isinstance(files, dict) or not files:
+        return "built.json records no file digests (written by an older rlvr)"
+    for file, want in {**files, "model.safetensors": entry["sha256"]}.items():
+        if not isinstance(file, str) or Path(file).name != file or file in ("", ".", ".."):
+            return f"built.json records a file {file!r} outside the copy"
+        got = _file_sha256(target / file)
+        if got is None:
+            return f"{file} is missing or unreadable"
+        if got != want:
+            return f"{file} has sha256 {got[:12]}..., not {want[:12]}..."
+    return None
+
+
 def shipped_model_dir(name: str) -> Path:
-    """The cache directory of the shipped base ``name``, written from the package data on first use."""
+    """The cache directory of the shipped base ``name``, written from the package data on first use and
+    written again whenever the cached copy does not hash to what was shipped (:func:`_cached_copy_problem`)."""
+    from rlvr_cli.console import console
+
     entry = shipped_manifest()[name]
     target = cache_root() / "builtin" / f"{name}-{entry['weights'].split(':', 1)[1][:12]}"
-    if (target / "built.json").is_file():
+    stamp = _stamp(target)
+    if stamp is not None and _VERIFIED.get(target) == stamp:
         return target
-    with _locked(cache_root() / "builtin" / f".{name}.lock"):
-        if not (target / "built.json").is_file():
-            _materialise(name, entry, target)
+    problem = _cached_copy_problem(entry, target) if target.exists() else "absent"
+    if problem is not None:
+        with _locked(cache_root() / "builtin" / f".{name}.lock"):
+            problem = _cached_copy_problem(entry, target) if target.exists() else "absent"
+            if problem is not None:
+                if problem != "absent":
+                    console.print(f"note: builtin:{name}: the cached copy in {target} is not the shipped one "
+                                  f"({problem}); writing it again from the package", highlight=False, soft_wrap=True)
+                _materialise(name, entry, target)
+    _VERIFIED[target] = _stamp(target)
     return target
 
 
@@ -125,7 +214,9 @@ def _materialise(name: str, entry: dict, target: Path) -> None:
     config.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     shutil.copyfile(source, tmp / "model.safetensors")
-    (tmp / "built.json").write_text(json.dumps({"name": f"builtin:{name}", "shipped": True, **entry}, indent=2) + "\n")
+    files = {p.name: _file_sha256(p) for p in sorted(tmp.iterdir()) if p.is_file() and p.name != "model.safetensors"}
+    (tmp / "built.json").write_text(json.dumps({"name": f"builtin:{name}", "shipped": True, **entry, "files": files},
+                                               indent=2) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     os.replace(tmp, target)
 

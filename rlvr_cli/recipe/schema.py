@@ -573,19 +573,19 @@ class KLSpec(Strict):
 
 # --- corrections for off-policy batches (issue 41; rlvr_cli/algo/off_policy.py, docs/async.md) -------------
 class M2POSpec(Strict):
-    """M2PO (Zheng et al. 2025, arXiv 2510.01161; AReaL `m2_threshold`): mask the loss tokens of largest (log pi_prox/pi_behaviour)^2 until their mean over the rest is <= m2_threshold; a masked token keeps its place in the denominator."""
+    """M2PO (Zheng et al. 2025, arXiv 2510.01161; AReaL `m2_threshold`): mask the loss tokens of largest (log pi_prox/pi_behaviour)^2 until their mean over the rest is <= m2_threshold; a masked token keeps its place in the loss's denominator, as in the paper (AReaL removes it: M2PO's mask becomes its loss mask, which the loss divides by)."""
 
     m2_threshold: float = Field(0.04, gt=0, le=100)
     """tau: the bound on the mean squared log importance ratio of the kept tokens (the paper's and AReaL's 0.04)."""
 
 
 class BehaviourKLSpec(Strict):
-    """KL to the behaviour policy as a loss term (prime-rl `kl_tau`): + coef * KL_t(pi_theta || pi_behaviour) on every loss token."""
+    """KL to the behaviour policy as a loss term (prime-rl `kl_tau`, whose term is kl_tau * d^2: estimator k2 at coef 2 * kl_tau): + coef * KL_t(pi_theta || pi_behaviour) on every loss token."""
 
     coef: float = Field(..., gt=0, le=1000)
     """tau: the coefficient of the per-token KL to the policy that sampled the batch."""
     estimator: KLEstimator = "k1"
-    """With d = logp_behaviour - logp: k1 = -d (prime-rl's), k2 = d^2/2, k3 = exp(d) - 1 - d."""
+    """With d = logp_behaviour - logp: k1 = -d (prime-rl's earlier term), k2 = d^2/2 (prime-rl's kl_tau * d^2 today is k2 at coef 2 * kl_tau), k3 = exp(d) - 1 - d."""
 
 
 class OffPolicySpec(Strict):

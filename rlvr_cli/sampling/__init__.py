@@ -96,12 +96,23 @@ per such batch instead of one per finishing row; the rows kept meanwhile are dec
 
 
 def filter_logits(logits: torch.Tensor, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
-    """Mask logits outside the top-k and outside the smallest set with cumulative probability >= top_p."""
+    """Mask logits outside the top-k and outside the smallest set with cumulative probability >= top_p.
+
+    Ties, against transformers' warpers: top-k keeps every token tied with the k-th logit (as
+    ``TopKLogitsWarper``). Top-p walks the tokens by descending logit with a *stable* sort, so among
+    tokens of exactly equal logits it keeps the lowest ids; ``TopPLogitsWarper`` sorts ascending (not
+    stably) and keeps the end of that order, for a short tie the highest ids. Both keep the same number
+    of tokens and the same mass, so the policy is the same up to a relabelling of the tied tokens, but
+    the kept ids (and so a sampled token) can differ. Where the mass before a token equals top_p
+    exactly, float rounding can make either keep one token more than the other (the two compare
+    cumulative sums from opposite ends). Example: 20 equal logits, top_p 0.27 -> ids 0..5 here, six of
+    the ids (for a short tie the last ones) in transformers.
+    """
     if top_k and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p < 1.0:
-        sorted_logits, idx = torch.sort(logits, descending=True, dim=-1)
+        sorted_logits, idx = torch.sort(logits, descending=True, stable=True, dim=-1)
         probs = torch.softmax(sorted_logits, dim=-1)
         # drop a token when the mass before it already reaches top_p (the first token is always kept)
         drop = (probs.cumsum(dim=-1) - probs) >= top_p

@@ -173,10 +173,10 @@ def test_remedy_values_by_hand():
     assert (rc.rollout_is, rc.rollout_is_threshold, rc.rollout_rs) == ("token", 1.02, None)
     assert tt.actor_rollout_ref.rollout.calculate_log_probs is True and tt.actor_rollout_ref.rollout.dtype == "bfloat16"
     # masking = rejection sampling on log(pi_rollout / pi_old) within [log lower, log upper]: rlvr's
-    # w = pi_old / pi_rollout in [0, 1.05] is pi_rollout / pi_old in [1/1.05, unbounded]; a string in Hydra
+    # w = pi_old / pi_rollout in [0, 1.05] is pi_rollout / pi_old in [1/1.05, inf] (verl: float("inf")); a string in Hydra
     sm, _ = apply(override_lines("experiments/mismatch/sequence_mask_tight"))
     rc = sm.algorithm.rollout_correction
-    assert (rc.rollout_is, rc.rollout_rs, rc.rollout_rs_threshold) == (None, "seq_sum_k1", "0.9523809524_1000000000")
+    assert (rc.rollout_is, rc.rollout_rs, rc.rollout_rs_threshold) == (None, "seq_sum_k1", "0.9523809524_inf")
     low, _ = apply(override_lines("experiments/mismatch/token_mask", "rollout.is_correction.cap_low=0.8"))
     rc = low.algorithm.rollout_correction
     assert (rc.rollout_rs, rc.rollout_rs_threshold) == ("token_k1", "0.5_1.25")
@@ -200,3 +200,41 @@ def test_out_that_cannot_be_written_is_exit_2(cli, tmp_path):
         res = cli("export", "dapo", "--to", "verl", "--out", str(out))
         assert res.code == 2, res.stderr
         assert f"--out {out}: cannot write" in res.stderr and "internal error" not in res.stderr
+
+
+def _verl_seq_sum_k1_keeps(log_ratios, lower: float, upper: float) -> bool:
+    """verl's seq_sum_k1 decision as its rollout_corr_helper states it (read at verl b178a3c, not imported):
+    k1_t = -clamp(log pi_old/pi_rollout, -20, 20), kept when log(lower) <= sum_t k1_t <= log(upper)."""
+    import math
+
+    total = sum(-max(-20.0, min(20.0, d)) for d in log_ratios)
+    return math.log(lower) <= total <= math.log(upper)
+
+
+def test_sequence_mask_export_never_binds_without_cap_low_and_says_where_it_differs():
+    """Issue 50: the export's "no bound" was 1e9, which seq_sum_k1 reaches (a sum of clamped tokens passes
+    log 1e9 = 20.7): a response with pi_old / pi_rollout < 1e-9 was rejected. And verl clamps per token,
+    rlvr the sum: d = [+25, -22] (sum 3, w = e^3 = 20 > cap 5) is masked by rlvr, kept by verl (20 - 20 = 0)."""
+    import torch
+
+    from rlvr_cli.algo.is_correction import is_correction_weights
+
+    exported = export_recipe(load_recipe("experiments/mismatch/sequence_mask", ["rollout.is_correction.cap=5"]), "verl")
+    lower, upper = exported.settings["algorithm.rollout_correction.rollout_rs_threshold"].split("_")
+    assert (float(lower), float(upper)) == (0.2, float("inf"))
+    assert any("seq_sum_k1 clamps each token's log(pi_old / pi_rollout) to +-20 before summing" in w
+               for w in exported.warnings)
+
+    def rlvr_keeps(d):
+        w = is_correction_weights(torch.tensor([d], dtype=torch.float64), torch.zeros(1, len(d), dtype=torch.float64),
+                                  torch.ones(1, len(d)), "sequence_mask", cap=5.0)
+        return bool(w.weights[0, 0] > 0)
+
+    far_below = [-15.0, -15.0]  # w = e^-30 < 1e-9: no lower cap, so rlvr keeps it; so does verl at the exported "inf"
+    assert rlvr_keeps(far_below) and _verl_seq_sum_k1_keeps(far_below, 0.2, float(upper))
+    assert not _verl_seq_sum_k1_keeps(far_below, 0.2, 1e9)  # the old export's bound rejected it
+    one_far_token = [25.0, -22.0]  # the documented difference: per-token clamp vs the sum
+    assert not rlvr_keeps(one_far_token) and _verl_seq_sum_k1_keeps(one_far_token, 0.2, float(upper))
+    within = [1.0, 0.2]  # every |d| <= 20: the two agree (w = e^1.2 = 3.3 <= 5 kept; e^1.7 = 5.5 masked)
+    assert rlvr_keeps(within) and _verl_seq_sum_k1_keeps(within, 0.2, float(upper))
+    assert not rlvr_keeps([1.5, 0.2]) and not _verl_seq_sum_k1_keeps([1.5, 0.2], 0.2, float(upper))

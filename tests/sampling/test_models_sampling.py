@@ -240,6 +240,27 @@ def test_filter_logits_top_k_and_top_p():
     assert (~torch.isinf(filter_logits(logits, top_p=0.01))).sum() == 1  # the top token always stays
 
 
+@pytest.mark.parametrize("logits, top_p, ours", [
+    ([1.0] * 4, 0.5, [0, 1]),                  # a 4-way tie: two kept, the lowest ids
+    ([2.0, 1.0, 1.0, 1.0, 0.0], 0.6, [0, 1]),  # the top token, then the lowest id of the tie
+    ([0.0] * 20, 0.27, [0, 1, 2, 3, 4, 5]),    # filter_logits' docstring example (a tie longer than 16)
+    ([0.0] * 7 + [3.0] + [0.0] * 7, 0.95, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]),
+])
+def test_top_p_at_equal_logits_keeps_the_lowest_ids_and_transformers_the_same_size_and_mass(logits, top_p, ours):
+    """Documented in filter_logits (issue 50): at exactly equal logits rlvr keeps the lowest ids (stable
+    sort); transformers' TopPLogitsWarper keeps as many tokens with the same mass, not necessarily those."""
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    z = torch.tensor([logits])
+    kept = (~torch.isinf(filter_logits(z, top_p=top_p)))[0]
+    assert kept.nonzero().flatten().tolist() == ours
+    theirs = ~torch.isinf(TopPLogitsWarper(top_p)(None, z.clone()))[0]
+    probs = torch.softmax(z[0], dim=-1)
+    assert int(theirs.sum()) == len(ours) and float(probs[theirs].sum()) == pytest.approx(float(probs[kept].sum()))
+    if len(logits) <= 5:  # a short tie: transformers keeps its highest ids, so the sets differ
+        assert kept.tolist() != theirs.tolist()
+
+
 @pytest.mark.parametrize("autocast", [None, torch.bfloat16, torch.float16],
                          ids=["float32", "bf16-autocast", "fp16-autocast"])
 @pytest.mark.parametrize("arch", ["tiny", "tiny_llama", "llama_gqa", "llama_14_2", "qwen2", "qwen3"])

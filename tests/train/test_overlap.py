@@ -252,3 +252,34 @@ def test_ctrl_c_ends_both_processes(tiny_base, tmp_path):
         assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "interrupted"
     finally:
         stopped(trainer, sampler)
+
+
+SLOW_EXIT = '''
+import atexit, time
+
+atexit.register(time.sleep, 2.0)  # a slow interpreter exit (torch's own atexit can take this long): SIGTERM lands in it
+'''
+
+
+@pytest.mark.parametrize("how", ["raises", "exits"])
+def test_a_reward_error_in_the_sampler_ends_it_without_noise(tiny_base, tmp_path, how):
+    """The sampler reports the user's error and exits; the trainer's SIGTERM (and its own, at end of input)
+    then lands in the interpreter's exit, which must stay silent: no `Exception ignored in atexit
+    callback ... SystemExit`, no traceback, exit 2 with the error's lines only (issue 50)."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_EXIT)
+    (tmp_path / "reward.py").write_text("import sys\n\ndef raises(completions, **kw):\n    raise ValueError('no grader')\n\n"
+                                        "def exits(completions, **kw):\n    sys.exit(3)\n")
+    ref = f"{tmp_path / 'reward.py'}:{how}"
+    sets = [f"model.name={tiny_base}", *tiny_run("steps=3", "rollout.staleness.max=1", "rollout.staleness.overlap=true"),
+            f"reward.terms=[{{type: task}}, {{type: function, function: '{ref}'}}]"]
+    cmd = [sys.executable, "-m", "rlvr_cli", "train", "grpo", "--out", str(tmp_path / "run"),
+           *[a for s in sets for a in ("--set", s)]]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, timeout=240)
+    assert res.returncode == 2, res.stderr[-3000:]
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "0/3" not in ln]  # the progress bar aside
+    assert lines and all(ln.startswith("error: ") for ln in lines), res.stderr[-3000:]
+    assert f"reward.terms[1].function {ref}:" in lines[0]
+    assert "Exception ignored" not in res.stderr and "raise SystemExit(0)" not in res.stderr
+    assert "Traceback" not in res.stderr

@@ -21,7 +21,8 @@ only a process started by ``multiprocessing`` can receive.
 It never outlives the trainer: the kernel sends it SIGTERM when the trainer dies (``PR_SET_PDEATHSIG``,
 Linux), a thread reading the socket sends it SIGTERM at end of input (any system: the trainer closed it
 or died), and SIGTERM ends it at the next Python instruction (a watchdog ends it 5 s later whatever
-it was doing). Ctrl-C is the trainer's to handle: SIGINT is ignored here, and the trainer closes the
+it was doing). Once it is leaving (stopped, or done after reporting an error) SIGTERM is ignored, so
+that the interpreter's exit runs undisturbed (and silent) under the same watchdog. Ctrl-C is the trainer's to handle: SIGINT is ignored here, and the trainer closes the
 sampler on its way out.
 """
 
@@ -198,8 +199,22 @@ def _stop_soon() -> None:
 
 
 def _on_sigterm(signum, frame) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once
+    _leaving()  # once
     raise SystemExit(0)
+
+
+def _leaving() -> None:
+    """This process is on its way out: a later SIGTERM (the trainer's, the kernel's, the inbox's) must not
+    raise SystemExit inside the interpreter's exit (an atexit callback, e.g. torch's or the reward pool's,
+    would print "Exception ignored in atexit callback"), so it is ignored, and a watchdog ends the process
+    :data:`EXIT_GRACE_S` later if the exit hangs."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    threading.Thread(target=_hard_exit_later, daemon=True, name="sampler-exit-watchdog").start()
+
+
+def _hard_exit_later() -> None:
+    time.sleep(EXIT_GRACE_S)
+    os._exit(1)
 
 
 def _policy(cfg: SamplerConfig):
@@ -286,6 +301,9 @@ def main(argv: list[str] | None = None) -> None:
 
         traceback.print_exc()  # on the trainer's stderr (inherited), for the bug report
         _report(conn, ("error", "internal", [f"{type(e).__name__}: {e}"]))
+    finally:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # not already leaving by SIGTERM
+            _leaving()
 
 
 if __name__ == "__main__":
