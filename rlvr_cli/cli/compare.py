@@ -124,7 +124,9 @@ def _against_cell(a: dict | None) -> str:
     colour = {"better": "green", "worse": "red"}.get(a["verdict"])
     short = a["verdict"].replace(" at this budget", "")  # the rule and the budget are in summary.md
     word = f"[{colour}]{short}[/{colour}]" if colour else short
-    return f"{word} {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] @{a['step']}"
+    if d["p"] is None:
+        return f"{word} {d['mean']:+.3f} (no test) @{a['step']}"
+    return f"{word} {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] MDE {d['mde']:.3f} @{a['step']}"
 
 
 def _diagnosis_cell(diagnosis: dict) -> str:

@@ -7,9 +7,13 @@ The glue between the variants ``rlvr compare`` reads and the statistics of :mod:
 - the two arms' per-prompt results there are paired by prompt (and by training seed when both arms
   have exactly the same seeds); arms evaluated on different prompts or n are refused, with the reason;
 - pass@1, pass@k and pass^k (k: the largest k of both arms' pass@k tables) differences other - control
-  with a seeded bootstrap interval, simultaneous over the m arms (Bonferroni: confidence 1 - ALPHA/m);
-- an exact McNemar test on per-prompt greedy correctness when every record has it, else majority
-  vote, Holm-adjusted over the arms; the verdict of :func:`.paired.verdict`;
+  by the primary test of :mod:`.crossed` (prompts and training seeds as crossed variance components):
+  p Holm-adjusted over the m arms per metric, a t interval simultaneous over them (Bonferroni:
+  confidence 1 - ALPHA/m), the minimum detectable effect at level ALPHA/m and 80% power, and the seeds
+  and prompts that would halve it; the verdict (:func:`.paired.verdict`) is pass@1's;
+- secondary, descriptive: how many paired seeds lean each way, the seeded bootstrap interval of pass@1,
+  an exact McNemar test on per-prompt greedy (else majority) correctness, and the verdict the rule
+  before issue 47 would give (``legacy_verdict``: the calibration study measures both);
 - each arm's learning curve (held-out pass@1 against steps, one fit per seed) and
   :func:`.curves.compare_fits` against the control's.
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from rlvr_cli.compare import curves, paired
+from rlvr_cli.compare import crossed, curves, paired
 from rlvr_cli.compare.variants import Variant
 from rlvr_cli.errors import UserError
 
@@ -45,7 +49,8 @@ def resolve_control(variants: list[Variant], control: str | None) -> Variant:
 
 def compare_to_control(variants: list[Variant], control: Variant, n_resamples: int = paired.N_RESAMPLES,
                        seed: int = paired.BOOTSTRAP_SEED, fingerprints: dict[str, str | None] | None = None) -> dict:
-    """{"control", "n_resamples", "seed", "confidence", "arms": {label: ARM}, "curves": {label: CURVE}}.
+    """{"control", "n_resamples", "seed", "confidence", "alpha", "power", "arms": {label: ARM},
+    "curves": {label: CURVE}}.
 
     ``fingerprints`` maps a run path to its base-weights hash: arms whose runs started from other
     weights than the control's get no verdict (the comparison is not like for like)."""
@@ -54,34 +59,43 @@ def compare_to_control(variants: list[Variant], control: Variant, n_resamples: i
     confidence = 1 - paired.ALPHA / m
     fits = {v.label: _fit(v) for v in variants}
     arms: dict[str, dict] = {}
-    tests: dict[str, paired.McNemar | None] = {}
+    tests: dict[str, tuple] = {}
     for v in others:
-        arms[v.label], tests[v.label] = _against(control, v, n_resamples, seed, confidence)
+        arms[v.label], tests[v.label] = _against(control, v, n_resamples, seed, confidence, m)
         cmp = curves.compare_fits(fits[control.label][1], fits[v.label][1])
         arms[v.label]["curve_vs_control"] = {"ceiling": cmp.ceiling, "efficiency": cmp.efficiency,
                                              "p_ceiling": cmp.p_ceiling, "p_midpoint": cmp.p_midpoint,
                                              "summary": cmp.summary}
     labels = [lbl for lbl in arms if arms[lbl]["refused"] is None]
-    adjusted = paired.holm([tests[lbl].p_value if tests[lbl] is not None else None for lbl in labels])
-    for lbl, p_holm in zip(labels, adjusted):
+    for metric in METRICS:  # Holm over the arms, one family per metric
+        adjusted = paired.holm([tests[lbl][0][metric].p_value for lbl in labels])
+        for lbl, p_holm in zip(labels, adjusted):
+            arms[lbl][metric]["p_holm"] = p_holm
+    mc_holm = paired.holm([tests[lbl][1].p_value if tests[lbl][1] is not None else None for lbl in labels])
+    for lbl, p_mc in zip(labels, mc_holm):
         arm = arms[lbl]
         if arm["mcnemar"] is not None:
-            arm["mcnemar"]["p_holm"] = p_holm
-        arm["verdict"] = paired.verdict(arm.pop("_diff"), tests[lbl], p_holm)
+            arm["mcnemar"]["p_holm"] = p_mc
+        arm["verdict"] = paired.verdict(tests[lbl][0]["pass@1"], arm["pass@1"]["p_holm"])
+        arm["legacy_verdict"] = paired.legacy_verdict(tests[lbl][2], tests[lbl][1], p_mc)
         different = _different_base(control, next(v for v in others if v.label == lbl), fingerprints or {})
         if different:
             arm["verdict_withheld"] = different
             arm["verdict"] = "withheld"
-    for arm in arms.values():
-        arm.pop("_diff", None)
     return {"control": control.label, "n_resamples": n_resamples, "seed": seed, "confidence": confidence,
-            "alpha": paired.ALPHA, "arms": arms, "curves": {lbl: f[0] for lbl, f in fits.items()}}
+            "alpha": paired.ALPHA, "power": crossed.POWER, "arms": arms,
+            "curves": {lbl: f[0] for lbl, f in fits.items()}}
 
 
-def _against(control: Variant, other: Variant, n_resamples: int, seed: int,
-             confidence: float) -> tuple[dict, paired.McNemar | None]:
+METRICS = ("pass@1", "pass@k", "pass^k")
+"""The per-prompt scores tested; the verdict is pass@1's (the primary test), the others are reported."""
+
+
+def _against(control: Variant, other: Variant, n_resamples: int, seed: int, confidence: float,
+             m: int) -> tuple[dict, tuple | None]:
     out: dict = {"step": None, "binary": None, "paired_seeds": None, "k": None, "pass@1": None,
-                 "pass@k": None, "pass^k": None, "mcnemar": None, "verdict": None, "refused": None}
+                 "pass@k": None, "pass^k": None, "seed_consistency": None, "bootstrap": None, "mcnemar": None,
+                 "verdict": None, "legacy_verdict": None, "refused": None}
     step, why = _budget(control, other)
     if step is None:
         out["refused"] = why
@@ -97,25 +111,60 @@ def _against(control: Variant, other: Variant, n_resamples: int, seed: int,
         pairing = paired.pair_arms(a, b)
         k = max(set.intersection(*(set(rec["pass_at_k"]) for rec in crec + orec)) & set(range(1, a.n + 1)),
                 default=1)
-        diffs = {}
+        tests, scores = {}, {}
         for name, metric, kk in (("pass@1", "pass@k", 1), ("pass@k", "pass@k", k), ("pass^k", "pass^k", k)):
-            diffs[name] = paired.paired_difference(
-                paired.per_prompt_scores(pairing.control, metric, kk), paired.per_prompt_scores(pairing.other, metric, kk),
-                paired_seeds=pairing.paired_seeds, n_resamples=n_resamples, seed=seed, confidence=confidence)
+            scores[name] = (paired.per_prompt_scores(pairing.control, metric, kk),
+                            paired.per_prompt_scores(pairing.other, metric, kk))
+            tests[name] = crossed.crossed_test(*scores[name], paired_seeds=pairing.paired_seeds,
+                                               n=a.n if name == "pass@1" else None)
+        boot = paired.paired_difference(*scores["pass@1"], paired_seeds=pairing.paired_seeds,
+                                        n_resamples=n_resamples, seed=seed, confidence=confidence)
     except UserError as e:
         out["refused"] = f"not paired: {e}"
         return out, None
     test = paired.paired_mcnemar(pairing)
+    alpha = paired.ALPHA / m
     out.update({"binary": "greedy" if greedy else "majority", "paired_seeds": pairing.paired_seeds, "k": k,
                 "prompts": len(pairing.control.prompt_ids), "n": pairing.control.n,
-                **{name: _diff_json(d) for name, d in diffs.items()}, "_diff": diffs["pass@1"]})
+                **{name: test_json(t, confidence, alpha) for name, t in tests.items()},
+                "seed_consistency": (paired.seed_consistency(*scores["pass@1"]) if pairing.paired_seeds else None),
+                "bootstrap": _boot_json(boot)})
     if test is not None:
         out["mcnemar"] = {"only_control": test.only_control, "only_other": test.only_other, "p": test.p_value,
                           "p_holm": None, "per_seed": list(test.per_seed)}
     else:
         out["mcnemar_missing"] = ("no per-prompt binary correctness in some record" if a.binary is None or b.binary is None
                                   else "several training seeds that are not the same in both arms: no single pair per prompt")
-    return out, test
+    return out, (tests, test, boot)
+
+
+def test_json(t: crossed.CrossedTest, confidence: float, alpha: float) -> dict:
+    """A :class:`~rlvr_cli.compare.crossed.CrossedTest` as summary.json's TEST: the interval at
+    ``confidence`` (simultaneous over the arms), the MDE at the per-arm level ``alpha`` and POWER, and
+    the seeds (and prompts) per arm that would halve it (:func:`rlvr_cli.compare.crossed.seeds_for`)."""
+    low, high = t.interval(confidence)
+    mde = t.mde(alpha)
+    comp = t.components
+    half_seeds = half_prompts = None
+    if mde is not None and mde > 0:
+        s_now = max(t.seeds)
+        half_seeds = crossed.seeds_for(comp, mde / 2, t.prompts, comp.n, alpha, start=s_now + 1)
+        half_prompts = crossed.prompts_for(comp, mde / 2, t.seeds if comp.design == "unpaired seeds" else s_now,
+                                           comp.n, alpha, start=t.prompts + 1)
+    return {"mean": t.mean, "low": _num_or_none(low), "high": _num_or_none(high), "confidence": confidence,
+            "se": _num_or_none(t.se), "df": _num_or_none(t.df), "p": t.p_value, "p_holm": None,
+            "design": t.design, "reason": t.reason, "mde": mde, "power": crossed.POWER, "alpha_per_arm": alpha,
+            "seeds_to_halve_mde": half_seeds, "prompts_to_halve_mde": half_prompts,
+            "prompts": t.prompts, "seeds": list(t.seeds), "components": crossed.components_json(comp)}
+
+
+def _boot_json(d: paired.Difference) -> dict:
+    return {"mean": d.mean, "low": d.low, "high": d.high, "confidence": d.confidence, "n_resamples": d.n_resamples,
+            "seed": d.seed, "resampled": d.resampled}
+
+
+def _num_or_none(x: float) -> float | None:
+    return float(x) if x is not None and math.isfinite(x) else None
 
 
 def _budget(control: Variant, other: Variant) -> tuple[int | None, str]:
@@ -127,11 +176,6 @@ def _budget(control: Variant, other: Variant) -> tuple[int | None, str]:
     if not steps:
         return None, f"arms {control.label} and {other.label}: no eval step after 0 that every run evaluated"
     return max(steps), ""
-
-
-def _diff_json(d: paired.Difference) -> dict:
-    return {"mean": d.mean, "low": d.low, "high": d.high, "confidence": d.confidence, "n_resamples": d.n_resamples,
-            "seed": d.seed, "prompts": d.prompts, "seeds": list(d.seeds), "resampled": d.resampled}
 
 
 def _fit(v: Variant) -> tuple[dict, curves.ArmFit]:

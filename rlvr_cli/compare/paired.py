@@ -14,7 +14,10 @@ mean ± std of final numbers over three training seeds, and it is what a careful
 - :func:`mcnemar_exact`: exact two-sided McNemar p-value on per-prompt binary correctness (greedy or
   majority vote); :func:`paired_mcnemar` applies it to arms with seeds.
 - :func:`holm`: Holm's step-down adjustment of the p-values of several arms against one control.
-- :func:`verdict`: "better" / "worse" / "not distinguishable at this budget" (rule in its docstring).
+- :func:`verdict`: "better" / "worse" / "not distinguishable at this budget" from the primary test of
+  :mod:`.crossed` (rule in its docstring); :func:`legacy_verdict` is the rule it replaced (bootstrap
+  interval AND McNemar), kept for the calibration study; :func:`seed_consistency` counts the seeds that
+  lean each way.
 
 Pure functions on arrays and plain dicts: no file is read here.
 """
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlvr_cli.algo.passk import pass_at_k, pass_hat_k
+from rlvr_cli.compare.crossed import CrossedTest
 from rlvr_cli.errors import UserError
 
 N_RESAMPLES = 10_000
@@ -37,7 +41,7 @@ with 10,000 they move by less than a tenth of the interval's width from one boot
 BOOTSTRAP_SEED = 0
 """Seed of the bootstrap's random stream: the same inputs give the same interval."""
 ALPHA = 0.05
-"""Family-wise error rate of a verdict (Holm-adjusted McNemar p below it; a 1 - ALPHA interval)."""
+"""Family-wise error rate of a verdict (Holm-adjusted p of the primary test below it; 1 - ALPHA/m intervals)."""
 BATCH = 500
 """Resamples drawn at once (memory only: the draws, and so the interval, do not depend on it)."""
 UNDECIDED = "not distinguishable at this budget"
@@ -360,19 +364,32 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     return out
 
 
-def verdict(diff: Difference, test: McNemar | None = None, p_adjusted: float | None = None,
-            alpha: float = ALPHA) -> str:
+def verdict(test: CrossedTest, p_adjusted: float | None, alpha: float = ALPHA) -> str:
     """One word for an arm against the control: "better", "worse" or "not distinguishable at this budget".
 
-    Rule: "better" when the bootstrap interval of D = other - control lies above 0 and, when a
-    McNemar test is given, its p (``p_adjusted``, Holm-adjusted over the arms, else the test's own)
-    is below ``alpha`` and more prompts are right only under the other arm (c > b); "worse" is the
-    mirror (interval below 0, b > c); anything else is not distinguishable. Both must agree so that a
-    verdict needs a shift in the mean score and in which prompts are solved. The interval is at the
-    confidence it was computed with: for a family-wise statement over m arms compute it at
-    1 - alpha / m. "At this budget": a difference too small for these prompts, n and seeds to see is
-    not shown to be absent; and a verdict is about these runs at this step (a faster arm can be
-    "better" early and equal later: see :mod:`rlvr_cli.compare.curves`).
+    Rule: the primary test (:func:`rlvr_cli.compare.crossed.crossed_test`, the paired difference of
+    per-prompt pass@1 with prompts and training seeds as crossed variance components) rejects "no
+    difference" at ``alpha`` after Holm's adjustment over the arms (``p_adjusted``), and the sign of
+    D = other - control says which way. No test (one arm with a single seed beside several: no p) is
+    never a verdict. Holm is a step-down procedure: past the arm with the smallest p it can reject where
+    the Bonferroni-wide display interval (1 - alpha/m) still touches 0. "At this budget": an effect
+    below the comparison's minimum detectable effect (its ``mde``) is not shown to be absent.
+    """
+    if test.p_value is None or p_adjusted is None or not p_adjusted < alpha:
+        return UNDECIDED
+    return "better" if test.mean > 0 else "worse" if test.mean < 0 else UNDECIDED
+
+
+def legacy_verdict(diff: Difference, test: McNemar | None = None, p_adjusted: float | None = None,
+                   alpha: float = ALPHA) -> str:
+    """The rule before issue 47, kept so that the calibration study (results/calibration) can measure it
+    beside :func:`verdict`, and summary.json can show what a verdict used to be.
+
+    "better" when the bootstrap interval of D lies above 0 and, when a McNemar test is given, its
+    (Holm-adjusted) p < ``alpha`` with more prompts right only under the other arm; "worse" the mirror.
+    With paired seeds the McNemar p is the largest per-seed p (:func:`paired_mcnemar`), so adding seeds
+    lowers its power, and a 16-sample majority seldom flips: the rule is blind to effects its own
+    interval shows (the calibration study measures by how much).
     """
     p = p_adjusted if p_adjusted is not None else (test.p_value if test is not None else None)
     if diff.low > 0 and (test is None or (p < alpha and test.only_other > test.only_control)):
@@ -380,3 +397,16 @@ def verdict(diff: Difference, test: McNemar | None = None, p_adjusted: float | N
     if diff.high < 0 and (test is None or (p < alpha and test.only_control > test.only_other)):
         return "worse"
     return UNDECIDED
+
+
+def seed_consistency(control: np.ndarray, other: np.ndarray) -> dict | None:
+    """How many paired seeds lean each way: per seed, the mean over prompts of other - control.
+    ``control`` and ``other`` are (S, P) with the same seeds in the same rows (S >= 2); None otherwise.
+    {"seeds": S, "higher": count > 0, "lower": count < 0, "per_seed": [mean difference per seed]}.
+    Descriptive: the primary test already carries the seed variance; this says whether the sign replicates."""
+    a, b = np.asarray(control, dtype=float), np.asarray(other, dtype=float)
+    if a.ndim != 2 or a.shape != b.shape or a.shape[0] < 2:
+        return None
+    per = (b - a).mean(axis=1)
+    return {"seeds": int(a.shape[0]), "higher": int((per > 0).sum()), "lower": int((per < 0).sum()),
+            "per_seed": [float(x) for x in per]}

@@ -273,9 +273,12 @@ def _forest_panel(ax, variants, colors, against: dict) -> None:
                     transform=blended_transform_factory(ax.transAxes, ax.transData), fontsize=8)
             continue
         d = a["pass@1"]
+        if d["low"] is None:  # no test (an arm with one seed beside several): the point alone
+            ax.plot([d["mean"]], [y], "o", color=colors[i])
+            continue
         ax.errorbar([d["mean"]], [y], xerr=[[d["mean"] - d["low"]], [d["high"] - d["mean"]]], fmt="o",
                     color=colors[i], capsize=4, lw=2)
-        if a["k"] and a["k"] > 1 and a["pass^k"] is not None:
+        if a["k"] and a["k"] > 1 and a["pass^k"] is not None and a["pass^k"]["low"] is not None:
             h, hat_k = a["pass^k"], a["k"]
             ax.errorbar([h["mean"]], [y - 0.25], xerr=[[h["mean"] - h["low"]], [h["high"] - h["mean"]]], fmt="s",
                         color=colors[i], alpha=0.4, capsize=2, lw=1, ms=4)
@@ -286,7 +289,7 @@ def _forest_panel(ax, variants, colors, against: dict) -> None:
     ax.set_ylim(-0.8, len(order) - 0.4)
     seeds = " and seeds" if any(a.get("paired_seeds") for a in arms.values()) else ""
     ax.set_xlabel(f"pass@1 difference vs {textwrap.shorten(against['control'], 40)} "
-                  f"({100 * against['confidence']:.4g}% simultaneous CI, paired by prompt{seeds})"
+                  f"({100 * against['confidence']:.4g}% simultaneous t CI, paired by prompt{seeds})"
                   + (f"; light squares: pass^{hat_k}" if hat_k else ""), fontsize=9)
     ax.set_title("against the control: paired difference (other - control)", fontsize=10)
 

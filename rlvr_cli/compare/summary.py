@@ -6,10 +6,11 @@ the run's last eval file, at the largest k of that file. A variant reports each 
 seeds as {mean, std (ddof=1, null with one seed), min, max, n, nonfinite}. JSON is strict: a NaN or
 infinite value is written as null (``nonfinite`` counts them; the diagnosis says what happened).
 
-summary.json, schema_version 2 (version 1 plus ``control``, ``against_control``, ``provenance`` and
+summary.json, schema_version 3 (issue 47: each arm's pass@1 / pass@k / pass^k are TESTs of the crossed
+paired test with their MDE; the bootstrap interval moved to ``bootstrap``). Version 2 was version 1 plus ``control``, ``against_control``, ``provenance`` and
 each variant's ``against_control`` / ``curve`` and each run's ``provenance``: readers of 1 keep working)::
 
-    {"schema_version": 2, "created": ISO time, "out_dir": str,
+    {"schema_version": 3, "created": ISO time, "out_dir": str,
      "settings": {"smooth": int, "band": "minmax"|"std", "label_by": str|null, "control": str,
                   "resamples": int, "final_steps": int},
      "control": label, "against_control": {"control", "n_resamples", "seed", "confidence", "alpha",
@@ -39,11 +40,16 @@ each variant's ``against_control`` / ``curve`` and each run's ``provenance``: re
     SPREAD = {"mean", "std", "min", "max": number|null, "n": int, "nonfinite": int}
     ARM = {"step": int|null (the eval step compared), "binary": "greedy"|"majority"|null,
            "paired_seeds": bool|null, "k": int|null, "prompts": int, "n": int,
-           "pass@1"|"pass@k"|"pass^k": DIFF|null, "mcnemar": {"only_control", "only_other", "p", "p_holm",
+           "pass@1"|"pass@k"|"pass^k": TEST|null, "seed_consistency": {"seeds", "higher", "lower",
+           "per_seed"}|null, "bootstrap": BOOT|null, "mcnemar": {"only_control", "only_other", "p", "p_holm",
            "per_seed"}|null, "verdict": "better"|"worse"|"not distinguishable at this budget"|"withheld"|null,
+           "legacy_verdict": the rule before issue 47 (same words),
            "refused": str|null, "curve_vs_control": {"ceiling", "efficiency", "p_ceiling", "p_midpoint",
            "summary"}}
-    DIFF = {"mean", "low", "high", "confidence", "n_resamples", "seed", "prompts", "seeds", "resampled"}
+    TEST = {"mean", "low", "high", "confidence", "se", "df", "p", "p_holm", "design", "reason", "mde", "power",
+            "alpha_per_arm", "seeds_to_halve_mde", "prompts_to_halve_mde", "prompts", "seeds", "components"}
+            (rlvr_cli/compare/crossed.py; low/high/se/df/p/mde null where the design gives no test)
+    BOOT = {"mean", "low", "high", "confidence", "n_resamples", "seed", "resampled"}
     CURVE = {"a"|"c_mid"|"b": [estimate, low|null, high|null]|null, "r0", "seeds_fitted", "compute",
              "notes": [str], "refused": str|null}
     MODE = "kl_explosion" | "entropy_collapse" | "length_inflation"
@@ -185,7 +191,7 @@ def build_summary(
     warnings = list(warnings) + [f"against the control, {lbl}: {a['refused']}" for lbl, a in arms.items() if a["refused"]]
     warnings += [a["verdict_withheld"] for a in arms.values() if a.get("verdict_withheld")]
     return {
-        "schema_version": 2,
+        "schema_version": 3,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "out_dir": out_dir,
         "settings": {**settings, "final_steps": FINAL_STEPS},
@@ -343,25 +349,24 @@ def against_section(ag: dict) -> list[str]:
     if done:
         a0 = done[0]
         seeds = " and by training seed" if any(a["paired_seeds"] for a in done) else ""
-        binary = sorted({a["binary"] for a in done})
         lines += [
             f"Paired by prompt ({a0['prompts']} prompts, n = {a0['n']} samples each){seeds}. Differences are "
-            f"other - control at the last eval step both arms have (named per arm); intervals are percentile "
-            f"bootstrap intervals over prompts (and seeds where an arm has several), {ag['n_resamples']} "
-            f"resamples, bootstrap seed {ag['seed']}, simultaneous over the {m} arm(s) (Bonferroni: "
-            f"{100 * ag['confidence']:.4g}% each). McNemar is exact, on per-prompt {' / '.join(binary)} "
-            f"correctness{', Holm-adjusted over the arms' if m > 1 else ''}. An arm is \"better\" only when "
-            f"the interval of the pass@1 difference lies above 0 and the {'Holm-adjusted ' if m > 1 else ''}"
-            f"McNemar p < {ag['alpha']:g} in the same direction (`rlvr_cli/compare/paired.py::verdict`). "
+            "other - control at the last eval step both arms have (named per arm). The primary test is the "
+            "paired difference of per-prompt scores with prompts and training seeds as crossed variance "
+            "components (`rlvr_cli/compare/crossed.py`): a t test with Satterthwaite's df, "
+            f"{'Holm-adjusted over the ' + str(m) + ' arms, ' if m > 1 else ''}and its t interval "
+            f"({100 * ag['confidence']:.4g}%{', simultaneous over the arms (Bonferroni)' if m > 1 else ''}). "
+            f"An arm is \"better\" or \"worse\" when that p < {ag['alpha']:g} (`paired.py::verdict`). Each "
+            f"arm states its MDE: the smallest |difference| these prompts, n and seeds detect with "
+            f"{100 * ag.get('power', 0.8):.0f}% power at the per-arm level, and the seeds per arm that would "
+            "halve it. Secondary, descriptive: how many seeds lean each way, a percentile bootstrap interval "
+            f"({ag['n_resamples']} resamples), an exact McNemar test on per-prompt correctness, and the verdict "
+            "of the rule before issue 47 (bootstrap interval AND McNemar: docs/statistics.md). "
             "Learning curves: held-out pass@1 against training steps, R = R0 + (A - R0) / (1 + (C_mid/C)^B) "
             "(ScaleRL, arXiv:2510.13786 eq. 1) fitted per seed; A (ceiling) and C_mid (midpoint) with t "
             "intervals over seeds, compared by Welch's t-test (`rlvr_cli/compare/curves.py`).",
             "",
         ]
-    if m > 1:
-        lines += [f"Multiple comparisons: {m} arms against one control; McNemar p-values are Holm-adjusted and "
-                  "intervals Bonferroni-widened, so each verdict holds with the family-wise error at "
-                  f"{ag['alpha']:g}.", ""]
     curves_ = ag["curves"]
     for label, a in arms.items():
         lines.append(f"- {arm_sentence(label, a, ag['control'], curves_.get(label), curves_.get(ag['control']))}")
@@ -370,34 +375,70 @@ def against_section(ag: dict) -> list[str]:
 
 
 def arm_sentence(label: str, a: dict, control: str, curve: dict | None, control_curve: dict | None) -> str:
-    """One arm against the control in words: the verdict, the numbers behind it, and the curve's reading."""
+    """One arm against the control in words: the verdict, the numbers and the power behind it, the
+    secondary lines, and the curve's reading."""
     if a["refused"] is not None:
         head = f"**{label}**: {a['refused'].rstrip('.')}."
     else:
         k = a["k"]
-        nums = [f"pass@1 {_signed(a['pass@1'])}"]
+        p1 = a["pass@1"]
+        nums = [f"pass@1 {_test(p1)}"]
         if k and k > 1:
-            nums += [f"pass@{k} {_signed(a['pass@k'])}", f"pass^{k} {_signed(a['pass^k'])}"]
-        mc = a["mcnemar"]
-        if mc is not None:
-            holm_p = f" (Holm {mc['p_holm']:.3g})" if mc.get("p_holm") is not None and mc["p_holm"] != mc["p"] else ""
-            seeds = len(mc.get("per_seed") or ()) or 1
-            if seeds > 1:  # b and c are summed over the paired seeds: they count prompt x seed pairs
-                what = f"of {a['prompts'] * seeds} prompt x seed pairs ({a['prompts']} prompts, {seeds} paired seeds)"
-                p_word = "p = the largest per-seed p"
-            else:
-                what, p_word = f"of {a['prompts']} prompts", "p"
-            test = (f"McNemar ({a['binary']}) {mc['only_control']} {what} right only under {control} vs "
-                    f"{mc['only_other']} only under {label}, {p_word} = {mc['p']:.3g}{holm_p}")
-        else:
-            test = f"no McNemar test ({a.get('mcnemar_missing', 'no binary outcomes')})"
+            nums += [f"pass@{k} {_test(a['pass@k'])}", f"pass^{k} {_test(a['pass^k'])}"]
         word = a["verdict"]
         if word == "withheld":
             word = f"verdict withheld ({a['verdict_withheld']})"
         else:
             word = f"**{word}**" + (" than" if word in ("better", "worse") else " from")
-        head = f"**{label}**: {word} {control} at step {a['step']}: {', '.join(nums)}; {test}."
+        head = f"**{label}**: {word} {control} at step {a['step']}: {'; '.join(nums)}. {power_sentence(p1)}"
+        extra = []
+        sc = a.get("seed_consistency")
+        if sc:
+            extra.append(f"{sc['lower']} of {sc['seeds']} seeds lower, {sc['higher']} higher")
+        mc = a["mcnemar"]
+        if mc is not None:
+            seeds_ = len(mc.get("per_seed") or ()) or 1
+            what = f"prompt x seed pairs" if seeds_ > 1 else "prompts"
+            extra.append(f"McNemar ({a['binary']}): {mc['only_control']} {what} right only under {control}, "
+                         f"{mc['only_other']} only under {label}")
+        bt = a.get("bootstrap")
+        if bt:
+            extra.append(f"bootstrap {100 * bt['confidence']:.4g}% [{bt['low']:+.3f}, {bt['high']:+.3f}]")
+        if a.get("legacy_verdict"):
+            extra.append(f"old rule: {a['legacy_verdict']}")
+        if extra:
+            head += " Secondary: " + "; ".join(extra) + "."
     return head + " " + curve_sentence(label, a.get("curve_vs_control"), curve, control, control_curve)
+
+
+def power_sentence(t: dict) -> str:
+    """"MDE 0.041 (80% power); 9 seeds per arm would halve it": never a verdict without its power."""
+    if t.get("p") is None:
+        return f"No test: {t.get('reason') or 'the design gives no variance estimate'}."
+    mde = t.get("mde")
+    text = f"MDE {mde:.3f} at {100 * t['power']:.0f}% power"
+    s2 = t.get("seeds_to_halve_mde")
+    p2 = t.get("prompts_to_halve_mde")
+    more = []
+    if s2:
+        more.append(f"{s2} seeds per arm")
+    if p2:
+        more.append(f"{p2} prompts")
+    if more:
+        text += f"; {' or '.join(more)} would halve it"
+    elif t.get("design") != "one seed":
+        text += "; no count of seeds or prompts up to 4096 halves it"
+    return text + "."
+
+
+def _test(d: dict) -> str:
+    if d is None:
+        return "-"
+    if d.get("p") is None:
+        return f"{d['mean']:+.3f} (no test)"
+    ph = d.get("p_holm")
+    holm = f", Holm {ph:.3g}" if ph is not None and ph != d["p"] else ""
+    return f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] (p {d['p']:.3g}{holm})"
 
 
 def curve_sentence(label: str, cmp: dict | None, curve: dict | None, control: str, control_curve: dict | None) -> str:

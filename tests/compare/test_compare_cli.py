@@ -75,7 +75,7 @@ def test_compare_writes_figure_and_summary_and_reports_what_it_skipped(ablation,
     for name in ("compare.png", "compare.svg", "summary.json", "summary.md"):
         assert (out / name).stat().st_size > 0
     s = json.loads((out / "summary.json").read_text(), parse_constant=_no_nan_tokens)
-    assert s["schema_version"] == 2 and len(s["runs"]) == 6 and s["settings"]["band"] == "std"
+    assert s["schema_version"] == 3 and len(s["runs"]) == 6 and s["settings"]["band"] == "std"
     assert [Path(x["path"]).name for x in s["skipped"]] == ["notes"]
     labels = [v["label"] for v in s["variants"]]
     assert len(labels) == 4 and "kl.placement=none" in " ".join(labels) and "algorithm=sft" in " ".join(labels)

@@ -67,11 +67,15 @@ def test_a_faster_arm_is_paired_by_seed_and_the_curves_say_faster(tmp_path):
     runs += [write_arm(tmp_path, "fast", s, a=0.6, mid=12) for s in range(3)]
     res = compare_runs([str(r) for r in runs], tmp_path / "cmp", n_resamples=2000)
     summary, md = _summary(tmp_path / "cmp")
-    assert summary["schema_version"] == 2 and summary["control"] == summary["variants"][0]["label"]
+    assert summary["schema_version"] == 3 and summary["control"] == summary["variants"][0]["label"]
     fast = summary["variants"][1]["against_control"]
     assert fast["step"] == 160 and fast["paired_seeds"] is True and fast["binary"] == "majority"
-    assert fast["pass@1"]["n_resamples"] == 2000 and fast["pass@1"]["seed"] == 0
-    assert fast["pass@1"]["resampled"] == "prompts and seeds" and fast["pass@1"]["prompts"] == PROMPTS
+    assert fast["bootstrap"]["n_resamples"] == 2000 and fast["bootstrap"]["seed"] == 0
+    assert fast["bootstrap"]["resampled"] == "prompts and seeds" and fast["pass@1"]["prompts"] == PROMPTS
+    t = fast["pass@1"]  # the primary test: paired seeds, its MDE and what would halve it
+    assert t["design"] == "paired seeds" and t["seeds"] == [3, 3] and t["mde"] > 0 and t["p_holm"] == t["p"]
+    assert t["low"] < t["mean"] < t["high"] and fast["seed_consistency"]["seeds"] == 3
+    assert "MDE" in md
     assert summary["variants"][0]["against_control"] is None
     curve = summary["variants"][1]["curve"]
     assert curve["refused"] is None and curve["seeds_fitted"] == 3
@@ -134,7 +138,7 @@ def test_hostile_arms_are_refused_with_the_reason_and_the_rest_is_compared(tmp_p
     assert md.count("not paired") >= 3 and (tmp_path / "cmp" / "compare.png").is_file()
     # five arms: Holm over the McNemar p-values and simultaneous intervals at 1 - 0.05/5
     assert summary["against_control"]["confidence"] == pytest.approx(0.99)
-    assert "Multiple comparisons: 5 arms" in md
+    assert "Holm-adjusted over the 5 arms" in md
 
 
 def test_greedy_outcomes_are_used_when_every_record_has_them(tmp_path):
@@ -143,7 +147,7 @@ def test_greedy_outcomes_are_used_when_every_record_has_them(tmp_path):
     compare_runs([str(r) for r in runs], tmp_path / "cmp", n_resamples=500)
     summary, md = _summary(tmp_path / "cmp")
     assert summary["variants"][1]["against_control"]["binary"] == "greedy"
-    assert "per-prompt greedy correctness" in md
+    assert "McNemar (greedy)" in md
 
 
 def test_old_eval_files_without_per_prompt_results_are_refused_not_crashed(tmp_path):

@@ -18,6 +18,8 @@ from rlvr_cli.compare.paired import (
     paired_difference,
     paired_mcnemar,
     per_prompt_scores,
+    legacy_verdict,
+    legacy_verdict,
     verdict,
 )
 from rlvr_cli.errors import UserError
@@ -170,15 +172,26 @@ def diff(low, high):
     return Difference((low + high) / 2, low, high, 0.95, 100, 0, 10, (1, 1), False, "prompts")
 
 
-def test_verdict_rule():
-    assert verdict(diff(0.01, 0.05)) == "better"
-    assert verdict(diff(-0.05, -0.01)) == "worse"
-    assert verdict(diff(-0.01, 0.05)) == UNDECIDED == "not distinguishable at this budget"
+def test_legacy_verdict_rule():
+    assert legacy_verdict(diff(0.01, 0.05)) == "better"
+    assert legacy_verdict(diff(-0.05, -0.01)) == "worse"
+    assert legacy_verdict(diff(-0.01, 0.05)) == UNDECIDED == "not distinguishable at this budget"
     right = McNemar(2, 12, 0.013, (0.013,))
-    assert verdict(diff(0.01, 0.05), right) == "better"
-    assert verdict(diff(0.01, 0.05), right, p_adjusted=0.08) == UNDECIDED  # Holm took it away
-    assert verdict(diff(0.01, 0.05), McNemar(12, 2, 0.013, (0.013,))) == UNDECIDED  # the two disagree
-    assert verdict(diff(-0.05, -0.01), McNemar(12, 2, 0.013, (0.013,))) == "worse"
+    assert legacy_verdict(diff(0.01, 0.05), right) == "better"
+    assert legacy_verdict(diff(0.01, 0.05), right, p_adjusted=0.08) == UNDECIDED  # Holm took it away
+    assert legacy_verdict(diff(0.01, 0.05), McNemar(12, 2, 0.013, (0.013,))) == UNDECIDED  # the two disagree
+    assert legacy_verdict(diff(-0.05, -0.01), McNemar(12, 2, 0.013, (0.013,))) == "worse"
+
+
+def test_verdict_rule_is_the_holm_adjusted_crossed_test_with_its_sign():
+    from rlvr_cli.compare.crossed import crossed_test
+
+    up = crossed_test([[0.1, 0.2, 0.3, 0.4]], [[0.3, 0.4, 0.5, 0.7]], paired_seeds=True)  # every prompt higher
+    down = crossed_test([[0.3, 0.4, 0.5, 0.7]], [[0.1, 0.2, 0.3, 0.4]], paired_seeds=True)
+    assert up.p_value < 0.01
+    assert verdict(up, up.p_value) == "better" and verdict(down, down.p_value) == "worse"
+    assert verdict(up, 0.08) == UNDECIDED  # Holm took it away
+    assert verdict(up, None) == UNDECIDED
 
 
 # ---------------------------------------------------------------- arms from eval records

@@ -1,0 +1,50 @@
+"""Per-prompt records that outlive the runs (issue 47): a thin copy of each run directory that `rlvr compare`
+reads as it reads the run, so that anyone can re-test a committed result with a future rule.
+
+    python results/records.py RUNS_DIR OUT_DIR      # e.g. runs/experiments/staleness results/staleness/records
+
+Per run: recipe.yaml and eval/step_N.json as written (the per-prompt counts every verdict comes from),
+run.json reduced to what `rlvr compare` reads (seed, status, base weights, code revision, fingerprint: no
+machine paths), and metrics.jsonl thinned to every THIN-th step and the last (the training curves and the
+diagnosis are approximate from it; the verdicts are exact). A few tens of KB per run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+THIN = 10
+KEEP = ("seed", "status", "base_weights", "git_commit", "fingerprint", "fingerprint_changes")
+
+
+def thin_copy(run: Path, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run / "recipe.yaml", out / "recipe.yaml")
+    info = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    (out / "run.json").write_text(json.dumps({k: info[k] for k in KEEP if k in info}, indent=1) + "\n",
+                                  encoding="utf-8")
+    (out / "eval").mkdir(exist_ok=True)
+    for f in sorted((run / "eval").glob("step_*.json")):
+        shutil.copyfile(f, out / "eval" / f.name)
+    lines = [ln for ln in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if ln.strip()]
+    keep = [ln for i, ln in enumerate(lines) if i % THIN == 0 or i == len(lines) - 1]
+    (out / "metrics.jsonl").write_text("\n".join(keep) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    src, dst = Path(argv[0]), Path(argv[1])
+    runs = sorted(p for p in src.iterdir() if (p / "recipe.yaml").is_file() and (p / "eval").is_dir())
+    for run in runs:
+        thin_copy(run, dst / run.name)
+    print(f"{len(runs)} run(s) -> {dst}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
