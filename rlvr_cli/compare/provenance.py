@@ -78,6 +78,8 @@ def sentence(prov: dict) -> str:
              _revision(prov, part)]
     for key, what in (("task_data", "task data"), ("numerics", "CPU numerics"), ("torch", "torch"),
                       ("reward_code", "reward code")):
+        if key == "reward_code" and not any(prov.get(key) or ()):
+            continue  # no run had a function reward term: nothing to say
         if key in prov:  # summaries written before fingerprints lack them
             parts.append(part(prov[key], what))
     text = "; ".join(parts) + "."
