@@ -88,9 +88,19 @@ arithmetic is caught there at any size. Counts (tokens, outcomes, lengths) are c
 token that flips is a different run, not a rounding."""
 
 
+UNPINNED = "amx_tile"
+"""A CPU flag under which the portable numerics are NOT the recording's to the bit although the numerics
+string is: on a Xeon with AMX (and AVX-512), 6 of the 9 records differed by up to 8e-5 (grpo's ratio_max at
+step 2 by 8.3e-6) under the same `x86_64/AVX2/mkl=AVX2/mkl_cbwr=AVX2/onednn=AVX2` and torch, also at the
+commit that recorded them; MKL_CBWR=AVX2,STRICT did not change that. Cause not yet found (an issue is
+filed); there the comparison is at ACROSS_KINDS, and docs/reproducibility.md says so."""
+
+
 def tolerance(recorded: dict, got: dict) -> float:
+    from rlvr_cli.numerics import cpu_flags
+
     same = all(recorded.get(k) == got.get(k) for k in ("numerics", "torch"))
-    return EXACT if same else ACROSS_KINDS
+    return EXACT if same and UNPINNED not in (cpu_flags() or set()) else ACROSS_KINDS
 
 
 def comparable(recorded: dict, got: dict) -> tuple[dict, dict]:
