@@ -4,8 +4,8 @@ reads as it reads the run, so that anyone can re-test a committed result with a 
     python results/records.py RUNS_DIR OUT_DIR      # e.g. runs/experiments/staleness results/staleness/records
 
 Per run: recipe.yaml and eval/step_N.json as written (the per-prompt counts every verdict comes from),
-run.json reduced to what `rlvr compare` reads (seed, status, base weights, code revision, fingerprint: no
-machine paths), and metrics.jsonl thinned to every THIN-th step and the last (the training curves and the
+run.json reduced to what `rlvr compare` reads (seed, status, start and end times, base weights, code revision,
+fingerprint: no machine paths), and metrics.jsonl thinned to every THIN-th step and the last (the training curves and the
 diagnosis are approximate from it; the verdicts are exact). A few tens of KB per run.
 """
 
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 THIN = 10
-KEEP = ("seed", "status", "base_weights", "git_commit", "fingerprint", "fingerprint_changes")
+KEEP = ("seed", "status", "started", "ended", "base_weights", "git_commit", "fingerprint", "fingerprint_changes")
 
 
 def thin_copy(run: Path, out: Path) -> None:

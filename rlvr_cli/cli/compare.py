@@ -54,6 +54,11 @@ def compare(
     resamples: int = typer.Option(
         10_000, "--resamples", min=1, max=MAX_RESAMPLES,
         help="Bootstrap resamples of the paired intervals (at most 1e6: the intervals settle within 1e4)."),
+    plan: float | None = typer.Option(
+        None, "--plan", metavar="TARGET",
+        help=("Plan before the sweep: from these (pilot) runs, the seeds per arm or held-out prompts that detect a "
+              "pass@1 difference of TARGET (e.g. 0.05) with 80% power, and their CPU time (docs/statistics.md)."),
+    ),
     tensorboard: str | None = typer.Option(
         None, "--tensorboard", help="Also write every run's metrics as TensorBoard event files under this directory."
     ),
@@ -66,7 +71,7 @@ def compare(
 
     check_output("--out", out, directory=True)
     result = compare_runs(runs, Path(out), smooth=smooth, band=band, label_by=label_by, control=control,
-                          n_resamples=resamples)
+                          n_resamples=resamples, plan_target=plan)
     if tensorboard is not None:
         from rlvr_cli.trackers import write_tensorboard
 
@@ -97,6 +102,8 @@ def compare(
             _diagnosis_cell(v["diagnosis"]),
         )
     console.print(table)
+    if plan is not None:
+        _print_plan(summary, plan)
     for s in summary["skipped"]:
         console.print(
             f"[yellow]skipped[/yellow] {escape(s['path'])}: {escape(s['reason'])}", highlight=False, soft_wrap=True
@@ -143,3 +150,23 @@ def _diagnosis_cell(diagnosis: dict) -> str:
         elif d["possible"]:
             lines.append(f"[yellow]possible {TITLES[mode]} {d['possible']}/{n}{since}[/yellow]")
     return "\n".join(lines) or "-"
+
+
+def _print_plan(summary: dict, target: float) -> None:
+    """One line per arm: what detects |difference| >= target with 80% power, and its CPU time."""
+    console.print(f"plan for a pass@1 difference of {target:g} (80% power, the per-arm level of this comparison):",
+                  highlight=False)
+    for v in summary["variants"]:
+        a = v["against_control"]
+        p = (a or {}).get("plan")
+        if p is None:
+            continue
+        if p["note"] and p["seeds_per_arm"] is None and p["prompts"] is None:
+            console.print(f"  {escape(v['label'])}: {escape(p['note'])}", highlight=False)
+            continue
+        hours = lambda s: "?" if s is None else f"{s / 3600:.1f} CPU-h"  # noqa: E731
+        seeds = (f"{p['seeds_per_arm']} seeds per arm ({hours(p['cpu_seconds_seeds'])})" if p["seeds_per_arm"]
+                 else "no seed count up to 4096")
+        prompts = (f"{p['prompts']} prompts at the same seeds ({hours(p['cpu_seconds_prompts'])})" if p["prompts"]
+                   else "no prompt count up to 4096")
+        console.print(f"  {escape(v['label'])}: MDE now {p['mde_now']:.3f}; {seeds}; or {prompts}", highlight=False)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from rlvr_cli.compare import crossed, curves, paired
+from rlvr_cli.compare import crossed, curves, paired, plan
 from rlvr_cli.compare.variants import Variant
 from rlvr_cli.errors import UserError
 
@@ -48,7 +48,8 @@ def resolve_control(variants: list[Variant], control: str | None) -> Variant:
 
 
 def compare_to_control(variants: list[Variant], control: Variant, n_resamples: int = paired.N_RESAMPLES,
-                       seed: int = paired.BOOTSTRAP_SEED, fingerprints: dict[str, str | None] | None = None) -> dict:
+                       seed: int = paired.BOOTSTRAP_SEED, fingerprints: dict[str, str | None] | None = None,
+                       plan_target: float | None = None) -> dict:
     """{"control", "n_resamples", "seed", "confidence", "alpha", "power", "arms": {label: ARM},
     "curves": {label: CURVE}}.
 
@@ -82,6 +83,16 @@ def compare_to_control(variants: list[Variant], control: Variant, n_resamples: i
         if different:
             arm["verdict_withheld"] = different
             arm["verdict"] = "withheld"
+    if plan_target is not None:
+        for lbl in labels:
+            v = next(x for x in others if x.label == lbl)
+            runs = list(control.runs) + list(v.runs)
+            step = arms[lbl]["step"]
+            arms[lbl]["plan"] = plan.plan_arm(
+                arms[lbl]["pass@1"], plan_target, [r.seconds for r in runs],
+                [r.evals[step].get("sample_s") for r in runs if step in r.evals
+                 and isinstance(r.evals[step].get("sample_s"), (int, float))],
+                max(len(r.evals) for r in runs))
     return {"control": control.label, "n_resamples": n_resamples, "seed": seed, "confidence": confidence,
             "alpha": paired.ALPHA, "power": crossed.POWER, "arms": arms,
             "curves": {lbl: f[0] for lbl, f in fits.items()}}

@@ -76,6 +76,7 @@ def load_run(path: str | Path) -> Run:
         nonfinite=nonfinite,
         evals=evals,
         warnings=warnings,
+        seconds=_seconds(info),
     )
 
 
@@ -177,6 +178,17 @@ def _k_table(obj) -> dict[int, float] | None:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and kk >= 1:
             out[kk] = float(v)
     return dict(sorted(out.items()))
+
+
+def _seconds(info: dict) -> float | None:
+    """ended - started in seconds from run.json's ISO times; None when either is missing or unreadable."""
+    import datetime as dt
+
+    try:
+        sec = (dt.datetime.fromisoformat(info["ended"]) - dt.datetime.fromisoformat(info["started"])).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        return None
+    return sec if sec >= 0 else None
 
 
 def _json(text: str):

@@ -42,7 +42,7 @@ class CompareResult:
 
 def compare_runs(
     paths: list[str], out_dir: str | Path, smooth: int = 5, band: str = "minmax", label_by: str | None = None,
-    control: str | None = None, n_resamples: int = paired.N_RESAMPLES,
+    control: str | None = None, n_resamples: int = paired.N_RESAMPLES, plan_target: float | None = None,
 ) -> CompareResult:
     """Compare the runs under ``paths``; write compare.png/.svg, summary.json and summary.md to ``out_dir``.
 
@@ -52,6 +52,8 @@ def compare_runs(
     names each argument and why (the CLI exits 2)."""
     if n_resamples < 1:
         raise UserError(f"--resamples {n_resamples}: expected a positive number of bootstrap resamples")
+    if plan_target is not None and not 0 < plan_target < 1:
+        raise UserError(f"--plan {plan_target:g}: expected a target difference between 0 and 1 (e.g. 0.05)")
     if band not in BANDS:
         raise UserError(f"--band {band}: expected one of {', '.join(BANDS)}")
     if smooth < 0:
@@ -68,7 +70,8 @@ def compare_runs(
         raise UserError(f"--out {out}: exists and is not a directory")
     provenance = {str(r.path): run_provenance(r) for v in variants for r in v.runs}
     against = compare_to_control(variants, base, n_resamples,
-                                 fingerprints={p: x["base_weights"] for p, x in provenance.items()})
+                                 fingerprints={p: x["base_weights"] for p, x in provenance.items()},
+                                 plan_target=plan_target)
     fig = make_figure(variants, smooth=smooth, band=band, against=against)
     try:
         files = save_figure(fig, out)

@@ -29,6 +29,8 @@ class Run:
     nonfinite: pd.DataFrame
     evals: dict[int, dict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    seconds: float | None = None
+    """Wall time of the run from run.json's ``started`` to ``ended`` (None when unknown): what a plan costs."""
 
     @property
     def name(self) -> str:

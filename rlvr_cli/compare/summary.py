@@ -43,7 +43,8 @@ each variant's ``against_control`` / ``curve`` and each run's ``provenance``: re
            "pass@1"|"pass@k"|"pass^k": TEST|null, "seed_consistency": {"seeds", "higher", "lower",
            "per_seed"}|null, "bootstrap": BOOT|null, "mcnemar": {"only_control", "only_other", "p", "p_holm",
            "per_seed"}|null, "verdict": "better"|"worse"|"not distinguishable at this budget"|"withheld"|null,
-           "legacy_verdict": the rule before issue 47 (same words),
+           "legacy_verdict": the rule before issue 47 (same words), "plan": {"target", "mde_now", "seeds_per_arm",
+           "prompts", "cpu_seconds_seeds", "cpu_seconds_prompts", "note"} (with --plan only; compare/plan.py),
            "refused": str|null, "curve_vs_control": {"ceiling", "efficiency", "p_ceiling", "p_midpoint",
            "summary"}}
     TEST = {"mean", "low", "high", "confidence", "se", "df", "p", "p_holm", "design", "reason", "mde", "power",
