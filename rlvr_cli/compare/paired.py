@@ -133,7 +133,7 @@ def arm_from_records(name: str, seeds: Sequence[int | None], records: Sequence[d
             c = e.get("correct") if isinstance(e, dict) else None
             if pid is None:
                 raise UserError(f"{where}: per_prompt[{i}] has no id")
-            if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c != int(c) \
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not _finite(c) or c != int(c) \
                     or not 0 <= c <= n:
                 raise UserError(f"{where}: per_prompt[{i}] ({pid!r}): correct = {c!r}, expected an integer 0..{n}")
             ids.append(str(pid))
@@ -156,6 +156,11 @@ def arm_from_records(name: str, seeds: Sequence[int | None], records: Sequence[d
             flags.append([b[order[p]] for p in ids0])
     return ArmEval(name, tuple(seeds), tuple(ids0), n0, np.asarray(rows, dtype=np.int64),
                    None if flags is None else np.asarray(flags, dtype=bool))
+
+
+def _finite(x: int | float) -> bool:
+    """math.isfinite without its OverflowError on an int beyond float's range (such an int is finite)."""
+    return isinstance(x, int) or math.isfinite(x)
 
 
 def per_prompt_scores(arm: ArmEval, metric: str = "pass@k", k: int = 1) -> np.ndarray:

@@ -287,3 +287,8 @@ def test_hostile_records(rec, match):
 def test_an_arm_with_no_eval_files():
     with pytest.raises(UserError, match="arm empty: no eval records"):
         arm_from_records("empty", [], [])
+
+
+def test_an_astronomically_large_count_is_a_user_error_not_an_overflow():
+    with pytest.raises(UserError, match=r"correct = 1000000000000.*expected an integer 0..4"):
+        arm_from_records("A", [0], [record([1, 10**400, 0])])
