@@ -83,7 +83,7 @@ def main(model: str = "builtin:tiny", out: str = "results/inference_compute") ->
 def against_plain(records: list[tuple[str, dict]]) -> str:
     """One line per protocol: its pass@1 against plain sampling's, paired by prompt, with a verdict."""
     from rlvr_cli.compare.paired import (
-        ALPHA, arm_from_records, holm, pair_arms, paired_difference, paired_mcnemar, per_prompt_scores, verdict,
+        ALPHA, arm_from_records, holm, pair_arms, paired_difference, paired_mcnemar, per_prompt_scores, legacy_verdict as verdict,  # the rule these results were judged by (docs/statistics.md)
     )
 
     (name0, plain), others = records[0], records[1:]

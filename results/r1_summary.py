@@ -38,7 +38,7 @@ def last_eval(run: Path) -> dict | None:
 def stage_against_previous(prev: tuple[str, dict], cur: tuple[str, dict]) -> str:
     """One line: pass@1 of ``cur`` - ``prev`` paired by prompt, its 95% bootstrap interval, McNemar, verdict."""
     from rlvr_cli.compare.paired import (
-        arm_from_records, pair_arms, paired_difference, paired_mcnemar, per_prompt_scores, verdict,
+        arm_from_records, pair_arms, paired_difference, paired_mcnemar, per_prompt_scores, legacy_verdict as verdict,  # the rule these results were judged by (docs/statistics.md)
     )
     from rlvr_cli.errors import UserError
 

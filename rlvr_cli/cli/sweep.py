@@ -164,4 +164,4 @@ def _compare(plan) -> None:
     from rlvr_cli.compare.paired import N_RESAMPLES
     from rlvr_cli.sweep.runner import compare_kwargs
 
-    compare(**compare_kwargs(plan), resamples=N_RESAMPLES, tensorboard=None)
+    compare(**compare_kwargs(plan), resamples=N_RESAMPLES, plan=None, tensorboard=None)

