@@ -24,6 +24,8 @@ def thin_copy(run: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run / "recipe.yaml", out / "recipe.yaml")
     info = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    if not isinstance(info, dict):
+        raise ValueError("run.json is not a JSON object")
     (out / "run.json").write_text(json.dumps({k: info[k] for k in KEEP if k in info}, indent=1) + "\n",
                                   encoding="utf-8")
     (out / "eval").mkdir(exist_ok=True)
@@ -40,9 +42,14 @@ def main(argv: list[str]) -> int:
         return 2
     src, dst = Path(argv[0]), Path(argv[1])
     runs = sorted(p for p in src.iterdir() if (p / "recipe.yaml").is_file() and (p / "eval").is_dir())
+    done = 0
     for run in runs:
-        thin_copy(run, dst / run.name)
-    print(f"{len(runs)} run(s) -> {dst}")
+        try:
+            thin_copy(run, dst / run.name)
+            done += 1
+        except (OSError, ValueError) as e:  # a run without run.json or with a damaged one: the rest go on
+            print(f"skipped {run.name}: {e}", file=sys.stderr)
+    print(f"{done} of {len(runs)} run(s) -> {dst}")
     return 0
 
 

@@ -137,7 +137,7 @@ def _against(control: Variant, other: Variant, n_resamples: int, seed: int, conf
     alpha = paired.ALPHA / m
     out.update({"binary": "greedy" if greedy else "majority", "paired_seeds": pairing.paired_seeds, "k": k,
                 "prompts": len(pairing.control.prompt_ids), "n": pairing.control.n,
-                **{name: test_json(t, confidence, alpha) for name, t in tests.items()},
+                **{name: crossed_json(t, confidence, alpha) for name, t in tests.items()},
                 "seed_consistency": (paired.seed_consistency(*scores["pass@1"]) if pairing.paired_seeds else None),
                 "bootstrap": _boot_json(boot)})
     if test is not None:
@@ -149,7 +149,7 @@ def _against(control: Variant, other: Variant, n_resamples: int, seed: int, conf
     return out, (tests, test, boot)
 
 
-def test_json(t: crossed.CrossedTest, confidence: float, alpha: float) -> dict:
+def crossed_json(t: crossed.CrossedTest, confidence: float, alpha: float) -> dict:
     """A :class:`~rlvr_cli.compare.crossed.CrossedTest` as summary.json's TEST: the interval at
     ``confidence`` (simultaneous over the arms), the MDE at the per-arm level ``alpha`` and POWER, and
     the seeds (and prompts) per arm that would halve it (:func:`rlvr_cli.compare.crossed.seeds_for`)."""

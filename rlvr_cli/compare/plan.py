@@ -20,7 +20,7 @@ from rlvr_cli.compare import crossed
 def plan_arm(test: dict, target: float, run_seconds: list[float], eval_seconds: list[float],
              evals_per_run: int) -> dict:
     """{"target", "mde_now", "seeds_per_arm", "prompts", "cpu_seconds_seeds", "cpu_seconds_prompts",
-    "note"} for one arm's summary TEST (:func:`rlvr_cli.compare.against.test_json`)."""
+    "note"} for one arm's summary TEST (:func:`rlvr_cli.compare.against.crossed_json`)."""
     out = {"target": target, "mde_now": test.get("mde"), "seeds_per_arm": None, "prompts": None,
            "cpu_seconds_seeds": None, "cpu_seconds_prompts": None, "note": None}
     if test.get("p") is None or test.get("mde") is None:

@@ -399,7 +399,7 @@ def arm_sentence(label: str, a: dict, control: str, curve: dict | None, control_
         mc = a["mcnemar"]
         if mc is not None:
             seeds_ = len(mc.get("per_seed") or ()) or 1
-            what = f"prompt x seed pairs" if seeds_ > 1 else "prompts"
+            what = "prompt x seed pairs" if seeds_ > 1 else "prompts"
             extra.append(f"McNemar ({a['binary']}): {mc['only_control']} {what} right only under {control}, "
                          f"{mc['only_other']} only under {label}")
         bt = a.get("bootstrap")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlvr_cli.compare import crossed, plan, simulate
-from rlvr_cli.compare.against import test_json as as_json
+from rlvr_cli.compare.against import crossed_json as as_json
 
 
 def _pilot(seeds: int):
