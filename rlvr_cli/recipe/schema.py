@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from rlvr_cli.recipe.environment import EnvironmentSpec
 from rlvr_cli.recipe.objectives import (
     MAX_RATIO_BOUND, OBJECTIVES, Objective, PPOClipObjective, check_loss, objective_notes,
 )
@@ -831,6 +832,8 @@ class Recipe(Strict):
     trackers: TrackersSpec = Field(default_factory=TrackersSpec)
     distributed: DistributedSpec = Field(default_factory=DistributedSpec)
     off_policy: OffPolicySpec = Field(default_factory=OffPolicySpec)
+    environment: EnvironmentSpec | None = None
+    """Tools in the loop: multi-turn rollouts and the loss on tokens the model did not write (null = single-turn; docs/tools.md)."""
 
     @model_validator(mode="after")
     def _resolve_and_cross_check(self):
