@@ -169,4 +169,8 @@ def _print_plan(summary: dict, target: float) -> None:
                  else "no seed count up to 4096")
         prompts = (f"{p['prompts']} prompts at the same seeds ({hours(p['cpu_seconds_prompts'])})" if p["prompts"]
                    else "no prompt count up to 4096")
-        console.print(f"  {escape(v['label'])}: MDE now {p['mde_now']:.3f}; {seeds}; or {prompts}", highlight=False)
+        at_n = p.get("mde_at_n") or {}
+        more_n = (f"; model MDE at n={'/'.join(at_n)}: {'/'.join(f'{m:.3f}' for m in at_n.values())}"
+                  if at_n else "")
+        console.print(f"  {escape(v['label'])}: MDE now {p['mde_now']:.3f}; {seeds}; or {prompts}{more_n}",
+                      highlight=False)

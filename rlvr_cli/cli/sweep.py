@@ -28,6 +28,8 @@ def sweep(
     no_continue: bool = typer.Option(False, "--no-continue", help="Train every run from step 0 (default: a run whose first steps another planned run computes starts as a copy of that run, continued with --resume)."),
     no_fork_server: bool = typer.Option(False, "--no-fork-server", help="Start every local run as a fresh process (default: forked from a server with torch imported)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the runs (arm, seed, overrides, state) and exit."),
+    plan_target: float | None = typer.Option(None, "--plan", metavar="TARGET", min=1e-6, max=1.0, help="Plan before the sweep, training nothing: from pilot runs (the spec's runs trained so far, or --pilot), the seeds per arm, prompts or samples per prompt that detect a pass@1 difference of TARGET with 80% power, and their CPU time (docs/statistics.md)."),
+    pilot: list[str] = typer.Option([], "--pilot", help="With --plan: run directories, or folders of them (committed results/NAME/records), to estimate from instead of the spec's own runs (repeatable)."),
 ) -> None:
     """Train a spec's arms x seeds, skipping finished runs and resuming interrupted ones, then compare them.
 
@@ -51,6 +53,12 @@ def sweep(
     check_outputs(plans)
     states = [plan_states(p) for p in plans]
     check_runs(plans, states)
+    if plan_target is not None:
+        for plan in plans:
+            _plan_ahead(plan, plan_target, pilot)
+        return
+    if pilot:
+        raise UserError("--pilot: only with --plan TARGET")
     continues = {} if no_continue else find_continuations([r for p in plans for r in [*p.needs, *p.runs]])
     if dry_run:
         for plan, st in zip(plans, states):
@@ -156,6 +164,65 @@ def _summary_table(result, plan=None) -> Table:
         table.add_row(escape(o.run.name), o.state, res, f"{o.step}/{o.run.recipe.steps}",
                       f"{o.seconds:.0f} s" if o.seconds else "-", escape(o.detail))
     return table
+
+
+def _plan_ahead(plan, target: float, pilot: list[str]) -> None:
+    """`rlvr sweep SPEC --plan TARGET`: compare the pilot runs (the spec's runs that have evaluated, or the
+    --pilot folders) into a scratch folder with compare's plan, print it, and price the spec as written
+    and as planned from the pilot's mean run time. Trains nothing."""
+    import tempfile
+
+    from rlvr_cli.cli.compare import _print_plan
+    from rlvr_cli.compare import compare_runs
+    from rlvr_cli.sweep.runner import compare_kwargs
+
+    kw = compare_kwargs(plan)
+    if pilot:
+        runs = _pilot_runs(pilot)  # the spec's control arm by its run directories' names (ARM-seedK), if there
+        control = next((d for d in runs if Path(d).name.rsplit("-seed", 1)[0] == plan.control), None)
+    else:
+        runs = [d for d in kw["runs"] if any((Path(d) / "eval").glob("*.json"))]
+        control = kw["control"] if kw["control"] in runs else None
+        if not runs:
+            raise UserError(f"{plan.spec_path}: --plan needs pilot runs and none of the spec's {len(kw['runs'])} "
+                            f"run(s) has evaluated yet: train a pilot first (this spec with `seeds: 2`, run by `rlvr sweep`) "
+                            "or name one with --pilot (a folder of runs, or committed records)")
+    with tempfile.TemporaryDirectory(prefix="rlvr-plan-") as scratch:
+        result = compare_runs(runs, Path(scratch), smooth=kw["smooth"], band=kw["band"], label_by=kw["label_by"],
+                              control=control, n_resamples=1000, plan_target=target)
+    summary = result.summary
+    if len(summary["variants"]) < 2:
+        raise UserError(f"{plan.spec_path}: the pilot has {len(summary['variants'])} variant(s); a plan needs the "
+                        "control and at least one arm with evaluated runs")
+    console.print(f"pilot: {len(summary['runs'])} run(s) of {len(summary['variants'])} variant(s), control "
+                  f"{escape(summary['control'])}", highlight=False)
+    _print_plan(summary, target)
+    seconds = [r.seconds for v in result.variants for r in v.runs if r.seconds]
+    run_s = sum(seconds) / len(seconds) if seconds else None
+    seeds_each = len(plan.runs) // max(1, len(plan.arms))
+    plans = [(v["against_control"] or {}).get("plan") or {} for v in summary["variants"]]
+    need = max((p["seeds_per_arm"] for p in plans if p.get("seeds_per_arm")), default=None)
+    price = lambda runs: "?" if run_s is None else f"{runs * run_s / 3600:.1f} CPU-h"  # noqa: E731
+    line = (f"the spec as written: {len(plan.runs)} run(s) ({seeds_each} seed(s) x {len(plan.arms)} arm(s)), "
+            f"{price(len(plan.runs))}")
+    if need:
+        line += f"; every arm at {need} seeds: {need * len(plan.arms)} runs, {price(need * len(plan.arms))}"
+    console.print(line + (f" (pilot mean {run_s:.0f} s per run)" if run_s else ""), highlight=False)
+
+
+def _pilot_runs(paths: list[str]) -> list[str]:
+    """--pilot PATH...: each a run directory (it has run.json) or a folder of them (one level down)."""
+    found = []
+    for p in map(Path, paths):
+        if (p / "run.json").is_file():
+            found.append(str(p))
+        elif p.is_dir():
+            found += sorted(str(d) for d in p.iterdir() if (d / "run.json").is_file())
+        else:
+            raise UserError(f"--pilot {p}: no such directory")
+    if not found:
+        raise UserError(f"--pilot {' '.join(paths)}: no run directory (one with run.json) there")
+    return found
 
 
 def _compare(plan) -> None:

@@ -19,10 +19,12 @@ from rlvr_cli.compare import crossed
 
 def plan_arm(test: dict, target: float, run_seconds: list[float], eval_seconds: list[float],
              evals_per_run: int) -> dict:
-    """{"target", "mde_now", "seeds_per_arm", "prompts", "cpu_seconds_seeds", "cpu_seconds_prompts",
-    "note"} for one arm's summary TEST (:func:`rlvr_cli.compare.against.crossed_json`)."""
+    """{"target", "mde_now", "seeds_per_arm", "prompts", "cpu_seconds_seeds", "cpu_seconds_prompts", "n",
+    "mde_at_n", "note"} for one arm's summary TEST (:func:`rlvr_cli.compare.against.crossed_json`);
+    ``mde_at_n`` is the model's MDE at today's seeds and prompts with n, 2n and 4n samples per prompt (keyed
+    by n; at n it can differ from the test's own MDE, which uses this draw's mean squares)."""
     out = {"target": target, "mde_now": test.get("mde"), "seeds_per_arm": None, "prompts": None,
-           "cpu_seconds_seeds": None, "cpu_seconds_prompts": None, "note": None}
+           "cpu_seconds_seeds": None, "cpu_seconds_prompts": None, "n": None, "mde_at_n": {}, "note": None}
     if test.get("p") is None or test.get("mde") is None:
         out["note"] = test.get("reason") or "no test: nothing to plan from"
         return out
@@ -32,6 +34,11 @@ def plan_arm(test: dict, target: float, run_seconds: list[float], eval_seconds: 
     out["seeds_per_arm"] = crossed.seeds_for(comp, target, p_now, comp.n, alpha, start=2)
     out["prompts"] = crossed.prompts_for(comp, target, seeds_now if comp.design != "unpaired seeds"
                                          else tuple(test["seeds"]), comp.n, alpha, start=2)
+    if comp.n:  # more samples per prompt shrink only the binomial part of the cell variance
+        out["n"] = comp.n
+        seeds_at = seeds_now if comp.design != "unpaired seeds" else tuple(test["seeds"])
+        out["mde_at_n"] = {str(k * comp.n): crossed.predicted(comp, p_now, seeds_at, k * comp.n, alpha).mde
+                           for k in (1, 2, 4)}
     run_s = _mean(run_seconds)
     if out["seeds_per_arm"] and run_s is not None:
         out["cpu_seconds_seeds"] = run_s * out["seeds_per_arm"] * 2
