@@ -10,6 +10,14 @@ to arms with other seeds ("unpaired seeds") and with the pretend arms' seeds mat
 seeds": independent runs, so the pairing removes nothing and the test is valid); the old rule
 (legacy_verdict: bootstrap interval AND the largest per-seed McNemar p on majority correctness) as it
 applied to paired seeds. Power: subsets of seeds 0-7, lag8 and sync on the same seeds.
+
+Simulation (rlvr_cli/compare/simulate.py, the logit world fitted to results/staleness): DRAWS_SIM null draws
+per setting over prompts 32-512, paired seeds 1-8 and arm seed SDs about 0.01-0.05 (type-I and interval
+coverage of the primary test); with one seed the null is about the two checkpoints (no seed effect), and
+the rate at which a one-seed verdict is wrong as a claim about the recipes is reported beside it; power at a
+drop of about 0.035 with 64 prompts against the seeds. Prompts against seeds on real runs: lag 8 against sync
+at step 100 with 3 seeds x 64 prompts, 3 seeds x 256 prompts (the same checkpoints evaluated on 256
+held-out prompts: records in calibration/prompts256) and 6 seeds x 64 prompts.
 """
 
 from __future__ import annotations
@@ -28,6 +36,11 @@ STEP = 100
 SPLIT_SEEDS = 3
 DRAWS = 300
 RESAMPLES = 2000
+DRAWS_SIM = 400
+SIM_PROMPTS = (32, 128, 512)
+SIM_SEEDS = (1, 2, 3, 5, 8)
+SIM_SEED_SD = (0.05, 0.2, 0.5)
+"""Logit seed SDs: an arm's pass@1 seed SD of about 0.007-0.018, 0.019-0.025 and 0.044-0.048 (512-32 prompts)."""
 OUT = ROOT / "results" / "calibration"
 
 
@@ -78,12 +91,67 @@ def main() -> int:
         power[k] = {"draws": len(subsets), "new": hits_new / len(subsets), "old": hits_old / len(subsets)}
     out = {"a_a": {"draws": DRAWS, "seeds_per_arm": SPLIT_SEEDS, "alpha": paired.ALPHA,
                    "false_verdict_rate": {k: v / DRAWS for k, v in aa.items()}},
-           "power_lag8_vs_sync": power, "step": STEP}
+           "power_lag8_vs_sync": power, "step": STEP,
+           "prompts_or_seeds": prompts_or_seeds(sync, lag8), "simulation": simulation()}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "calibration.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(out, indent=1))
     _figure(out)
     return 0
+
+
+def prompts_or_seeds(sync: dict, lag8: dict) -> dict:
+    """lag 8 against sync: do 4x the held-out prompts buy more than 3 more seeds? MDE and p of each design."""
+    wide = {arm: {s: json.loads((OUT / "prompts256" / f"{arm}-seed{s}" / "eval" / f"step_{STEP}.json").read_text())
+                  for s in (0, 1, 2)} for arm in ("sync", "lag8")}
+
+    def test(ctl, oth, seeds):
+        a, b = paired.arm_from_records("A", seeds, ctl), paired.arm_from_records("B", seeds, oth)
+        t = crossed.crossed_test(paired.per_prompt_scores(a), paired.per_prompt_scores(b), paired_seeds=True, n=a.n)
+        return {"prompts": t.prompts, "seeds": t.seeds[0], "mean": t.mean, "se": t.se, "df": t.df, "p": t.p_value,
+                "mde": t.mde(paired.ALPHA)}
+
+    three, six = [0, 1, 2], [0, 1, 2, 4, 5, 6]
+    return {"3 seeds x 64 prompts": test([sync[s] for s in three], [lag8[s] for s in three], three),
+            "3 seeds x 256 prompts": test([wide["sync"][s] for s in three], [wide["lag8"][s] for s in three], three),
+            "6 seeds x 64 prompts": test([sync[s] for s in six], [lag8[s] for s in six], six)}
+
+
+def simulation() -> dict:
+    """Type-I and coverage of the primary test over the grid, one-seed over-claims, power against seeds."""
+    from rlvr_cli.compare import simulate
+
+    rows = []
+    for p in SIM_PROMPTS:
+        for s in SIM_SEEDS:
+            for sd in SIM_SEED_SD if s > 1 else (0.0, *SIM_SEED_SD):
+                world = simulate.World(prompts=p, seeds=s, seed_sd=sd)
+                rng = np.random.default_rng(1000 * p + 10 * s + int(100 * sd))
+                hit = cover = 0
+                for _ in range(DRAWS_SIM):
+                    a, b, truth = simulate.draw(world, 0.0, rng)
+                    t = crossed.crossed_test(a, b, paired_seeds=True, n=world.n)
+                    hit += t.p_value < paired.ALPHA
+                    lo, hi = t.interval(1 - paired.ALPHA)
+                    cover += lo <= truth <= hi
+                rows.append({"prompts": p, "seeds": s, "seed_sd_logit": sd,
+                             "null": "checkpoints" if s == 1 and sd == 0.0 else "recipes",
+                             "type_one": hit / DRAWS_SIM, "coverage": cover / DRAWS_SIM})
+    valid = [r for r in rows if r["seeds"] > 1 or r["null"] == "checkpoints"]
+    power = {}
+    world = simulate.World(prompts=64, seeds=2, seed_sd=0.1)
+    drop = simulate.true_difference(world, np.random.default_rng(0).normal(world.mu_mean, world.mu_sd, 4096), -0.35)
+    for s in (2, 3, 5, 8):
+        rng = np.random.default_rng(7 + s)
+        w = simulate.World(prompts=64, seeds=s, seed_sd=0.1)
+        hits = sum(crossed.crossed_test(*simulate.draw(w, -0.35, rng, truth=False)[:2], paired_seeds=True,
+                                        n=w.n).p_value < paired.ALPHA for _ in range(DRAWS_SIM))
+        power[s] = hits / DRAWS_SIM
+    return {"draws": DRAWS_SIM, "rows": rows, "max_type_one": max(r["type_one"] for r in valid),
+            "min_coverage": min(r["coverage"] for r in valid),
+            "one_seed_as_recipe_claim": [min(r["type_one"] for r in rows if r["seeds"] == 1 and r["null"] == "recipes"),
+                                         max(r["type_one"] for r in rows if r["seeds"] == 1 and r["null"] == "recipes")],
+            "power_64_prompts": {"drop": drop, "by_seeds": power}}
 
 
 def _figure(out: dict) -> None:
@@ -92,7 +160,7 @@ def _figure(out: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 3.6))
     rates = out["a_a"]["false_verdict_rate"]
     ax1.bar(list(rates), list(rates.values()), color=["tab:blue", "tab:cyan", "tab:grey"])
     ax1.axhline(out["a_a"]["alpha"], color="red", lw=1, ls="--", label="nominal 0.05")
@@ -108,6 +176,17 @@ def _figure(out: dict) -> None:
     ax2.set_ylim(-0.03, 1.03)
     ax2.set_title("power: lag 8 vs sync (pass@1 at step 100)", fontsize=10)
     ax2.legend(fontsize=8)
+    sim = out["simulation"]
+    for p, marker in zip(SIM_PROMPTS, "os^"):
+        rs = [r for r in sim["rows"] if r["prompts"] == p and (r["seeds"] > 1 or r["null"] == "checkpoints")]
+        ax3.scatter([r["seeds"] + 0.1 * SIM_PROMPTS.index(p) for r in rs], [r["type_one"] for r in rs], marker=marker,
+                    label=f"{p} prompts", s=18)
+    ax3.axhline(0.05, color="red", lw=1, ls="--")
+    ax3.axhline(0.06, color="grey", lw=1, ls=":")
+    ax3.set_xlabel("paired training seeds per arm (1: the checkpoints' null)")
+    ax3.set_ylabel("type-I rate (simulation)")
+    ax3.set_title(f"simulation: {sim['draws']} null draws per setting, arm seed SD 0.01-0.05", fontsize=10)
+    ax3.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(OUT / "calibration.png", dpi=110)
 

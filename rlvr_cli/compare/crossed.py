@@ -22,8 +22,8 @@ second clustering factor)::
     Var(D..) = s_a^2 / P + s_b^2 / S + s_e^2 / (P S)
 
 each component estimated by its ANOVA formula and truncated at 0 (for planning). The test itself uses
-Var = max(MS_p + MS_s - MS_e, MS_s) / (P S) (:func:`paired_variance`: the crossed estimate, floored
-by the seed-level variance), with Satterthwaite's df.
+Var = max(MS_p + MS_s - MS_e, MS_s) / (P S) with S - 1 df (:func:`paired_variance`: the paired t over
+seeds, widened by the prompt part when its estimate is positive).
 
 **Unpaired seeds** (other seeds, S_c and S_o >= 2): Var(D..) = s_a^2 / P + s_u^2 / S_c + s_v^2 / S_o +
 cell terms, from the per-prompt difference of seed means (MS_D, P - 1 df) and each arm's own seed mean
@@ -33,8 +33,8 @@ beside one with several has no estimate of its run-to-run variance: no p-value, 
 **One seed each**: Var(D) = MS_p / P, the prompt-clustered paired t (Miller 2024 §2.1). It is about these
 two runs: run-to-run variance cannot be seen, and a verdict says the two checkpoints differ.
 
-Degrees of freedom are Satterthwaite's (1946, Biometrics Bull. 2:110) for Var = sum_j c_j MS_j:
-df = (sum_j c_j MS_j)^2 / sum_j (c_j MS_j)^2 / df_j. The interval is D +- t_{df, 1-a/2} SE and the p-value
+Degrees of freedom: S - 1 with paired seeds (above); elsewhere Satterthwaite's (1946, Biometrics Bull.
+2:110) for Var = sum_j c_j MS_j: df = (sum_j c_j MS_j)^2 / sum_j (c_j MS_j)^2 / df_j. The interval is D +- t_{df, 1-a/2} SE and the p-value
 two-sided Student t. The minimum detectable effect at power 1 - b is (t_{df, 1-a/2} + t_{df, 1-b}) SE
 (the normal-approximation formula with t quantiles; Cohen 1988 §2.3), with a the per-arm level (Bonferroni
 over the arms: Holm's first step, so the MDE is exact for the arm with the smallest p and conservative
@@ -226,22 +226,20 @@ def _paired_components(d: np.ndarray, binom: float | None, n: int | None) -> Com
 def paired_variance(ms_p: float, ms_s: float, ms_e: float, prompts: int, seeds: int) -> tuple[float, float]:
     """(Var(D..), df) of the paired-seeds design from its mean squares:
 
-        Var = max(MS_p + MS_s - MS_e, MS_s) / (P S)
+        Var = max(MS_p + MS_s - MS_e, MS_s) / (P S),     df = S - 1
 
-    The first is the unbiased crossed estimate, with Satterthwaite's df on the signed mean squares (MS_e
-    enters with weight -1); it is floored by the seed-level variance MS_s / (P S) (the variance of the
-    S per-seed mean differences, with df S - 1: the paired t-test over seeds), used with its own df.
-    With few seeds the seed component's estimate often falls below 0 by chance; truncating it there (or
-    flooring at the prompt-clustered MS_p / (P S), df P - 1) called one recipe different from itself in
-    13-20% of null draws at 2 seeds and 512 prompts (tests/compare/test_compare_crossed.py measures the
-    floor's rate). Example: MS_p 6.5, MS_s 13.5, MS_e 1.5, P 3, S 2: Var = 18.5 / 6 = 3.083, df =
-    18.5^2 / (6.5^2/2 + 13.5^2/1 + 1.5^2/2) = 1.674."""
-    n = prompts * seeds
+    MS_s / (P S) is the variance of the mean of the S per-seed mean differences: with df S - 1 it is the
+    paired t-test over seeds, exact when those means are normal, and it already carries the cell part
+    (binomial sampling, prompt x seed). What it cannot see is the prompt part shared by all seeds (an effect
+    that differs from prompt to prompt: s_a^2 / P, estimated by (MS_p - MS_e) / (P S)); the crossed estimate
+    adds it back when it is positive. The df stays S - 1: Satterthwaite's df for the signed sum (MS_e enters
+    with weight -1) is optimistic at few seeds and called one recipe different from itself in 9% of null
+    draws at 2 seeds, 32 prompts and an arm seed SD of 0.044 (and truncating the seed component at 0, 13-20%
+    at 2 seeds and 512 prompts); this form stayed at or below 5% in every simulated setting
+    (tests/compare/test_compare_crossed.py, results/calibration). Example: MS_p 6.5, MS_s 13.5, MS_e 1.5,
+    P 3, S 2: Var = max(18.5, 13.5) / 6 = 3.083, df 1."""
     crossed = ms_p + ms_s - ms_e
-    if crossed > ms_s:
-        den = ms_p**2 / (prompts - 1) + ms_s**2 / (seeds - 1) + ms_e**2 / ((prompts - 1) * (seeds - 1))
-        return crossed / n, (crossed**2 / den if den > 0 else math.inf)
-    return ms_s / n, float(seeds - 1)
+    return max(crossed, ms_s) / (prompts * seeds), float(seeds - 1)
 
 
 def _unpaired_components(a: np.ndarray, b: np.ndarray, binom: list, n: int | None) -> Components:

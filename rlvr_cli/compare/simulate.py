@@ -31,16 +31,18 @@ class World:
     mu_sd: float = 2.4
 
 
-def draw(world: World, tau: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+def draw(world: World, tau: float, rng: np.random.Generator, truth: bool = True
+         ) -> tuple[np.ndarray, np.ndarray, float]:
     """(control, other, true difference): (seeds, prompts) pass@1 scores c/n of both arms and the
-    expected pass@1 difference over these prompts (the estimand, averaged over seed effects)."""
+    expected pass@1 difference over these prompts (the estimand, averaged over seed effects; 0 at tau = 0,
+    NaN with ``truth=False``, which skips its quadrature when only a rejection rate is wanted)."""
     mu = rng.normal(world.mu_mean, world.mu_sd, world.prompts)
     arms = []
     for shift in (0.0, tau):
         logit = mu[None, :] + shift + rng.normal(0, world.seed_sd, (world.seeds, 1)) \
             + rng.normal(0, world.cell_sd, (world.seeds, world.prompts))
         arms.append(rng.binomial(world.n, expit(logit)) / world.n)
-    return arms[0], arms[1], true_difference(world, mu, tau)
+    return arms[0], arms[1], (0.0 if not tau else true_difference(world, mu, tau) if truth else float("nan"))
 
 
 def true_difference(world: World, mu: np.ndarray, tau: float, draws: int = 4000) -> float:

@@ -354,7 +354,7 @@ def against_section(ag: dict) -> list[str]:
             f"Paired by prompt ({a0['prompts']} prompts, n = {a0['n']} samples each){seeds}. Differences are "
             "other - control at the last eval step both arms have (named per arm). The primary test is the "
             "paired difference of per-prompt scores with prompts and training seeds as crossed variance "
-            "components (`rlvr_cli/compare/crossed.py`): a t test with Satterthwaite's df, "
+            "components (`rlvr_cli/compare/crossed.py`): a t test (paired seeds: df S - 1; else Satterthwaite's df), "
             f"{'Holm-adjusted over the ' + str(m) + ' arms, ' if m > 1 else ''}and its t interval "
             f"({100 * ag['confidence']:.4g}%{', simultaneous over the arms (Bonferroni)' if m > 1 else ''}). "
             f"An arm is \"better\" or \"worse\" when that p < {ag['alpha']:g} (`paired.py::verdict`). Each "
