@@ -125,10 +125,10 @@ def _load_weights(model_dir: Path):
 def compare_with_shipped(name: str, model_dir: Path) -> tuple[bool, str, float]:
     """(equal bit for bit, ``blake2b:`` fingerprint of ``model_dir``'s weights, max |difference|) against
     the shipped base ``name``."""
-    from rlvr_cli.evaluation.cache import weights_digest
+    from rlvr_cli.fingerprints import weights_fingerprint
 
     built = _load_weights(model_dir)
-    fingerprint = f"blake2b:{weights_digest(built)}"
+    fingerprint = weights_fingerprint(built)
     shipped = _load_weights(builtin_model_dir(f"builtin:{name}")).state_dict()
     max_diff = max(float((t - shipped[k]).abs().max()) if t.shape == shipped[k].shape else float("inf")
                    for k, t in built.state_dict().items())
@@ -142,7 +142,7 @@ def ship(name: str, model_dir: Path) -> dict:
 
     import torch
 
-    from rlvr_cli.evaluation.cache import weights_digest
+    from rlvr_cli.fingerprints import weights_fingerprint
     from rlvr_cli.models.builtin import WEIGHTS_DIR, recipe_key
     from rlvr_cli.numerics import numerics_kind
     from rlvr_cli.recipe.load import load_recipe
@@ -153,7 +153,7 @@ def ship(name: str, model_dir: Path) -> dict:
     recipe_name = WARM_START_RECIPES.get(name)
     entry = {
         "file": f"{name}.safetensors",
-        "weights": f"blake2b:{weights_digest(_load_weights(model_dir))}",
+        "weights": weights_fingerprint(_load_weights(model_dir)),
         "sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
         "recipe": recipe_name,
         "recipe_key": recipe_key(load_recipe(recipe_name)) if recipe_name else None,

@@ -243,8 +243,33 @@ def test_the_axis_table_has_the_staleness_off_policy_and_reward_rows_the_schema_
         assert set(typing.get_args(StalenessSpec.model_fields[knob].annotation)) <= choices, knob
     reward = next(c for _, f, c in _axis_rows() if f == "`reward.terms`")
     types = _reward_term_types()
+    from rlvr_cli.recipe.reward_terms import REWARD_TERMS
+
+    assert types == set(REWARD_TERMS), "the schema's reward-term union and the registry disagree"
     assert "function" in types and len(types) >= 10
     assert types - set(re.findall(r"`(\w+)`", reward)) == set(), "README reward row misses these term types"
+
+
+NOT_AXES = {"name", "description", "algorithm", "seed", "steps", "device", "threads", "output_dir", "model", "task",
+            "sft", "eval", "checkpoint", "trackers", "distributed"}
+"""Recipe sections that choose no term of the objective (what runs, where, how it is logged and scaled):
+no axis row. Every other top-level section is named by a row of the README's axis table."""
+
+AWAITING_ROW = {"environment"}
+"""Sections whose axis row lands with their own change: ``environment`` (tools, multi-turn rollouts) gets
+its README row from the branch that builds the environment: section. Until it has one it is let off;
+once a row names it, that row is checked like every other (its fields in the schema, above)."""
+
+
+def test_every_section_that_is_a_choice_has_an_axis_row():
+    from rlvr_cli.recipe.schema import Recipe
+
+    named = {p.split(".")[0] for _, fields, _ in _axis_rows() for p in _field_paths(fields)}
+    sections = set(Recipe.model_fields)
+    assert NOT_AXES | AWAITING_ROW <= sections, sorted((NOT_AXES | AWAITING_ROW) - sections)
+    missing = sections - NOT_AXES - AWAITING_ROW - named
+    assert missing == set(), f"README's axis table has no row for these recipe sections: {sorted(missing)}"
+    assert not (NOT_AXES & named), f"sections listed as not an axis have a row: {sorted(NOT_AXES & named)}"
 
 
 def test_the_axis_checks_can_fail():

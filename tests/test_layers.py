@@ -26,7 +26,7 @@ LAYERS = (
     ("recipe",),
     ("algo",),
     ("run_files", "dist"),
-    ("keyed_random", "console"),
+    ("keyed_random", "console", "fingerprints"),
     ("io", "errors", "processes", "__init__"),
     ("numerics",),
 )

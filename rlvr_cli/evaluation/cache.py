@@ -14,10 +14,10 @@ The record is a deterministic function of (docs/design.md §4, ``evaluation/core
 - the eval settings ``evaluate_policy`` receives (``eval.*`` except ``every`` and ``at_start``), the
   device type, the torch thread count and the CPU numerics (kernels may split reductions differently:
   :mod:`rlvr_cli.numerics`), the versions of
-  the libraries the sampler and the verifiers run on (:data:`LIBRARIES`) and the source of this package
+  the libraries the sampler and the verifiers run on (:data:`rlvr_cli.fingerprints.LIBRARIES`) and the source of this package
   (a change to the sampler or a verifier is a new key).
 
-``initial_eval_key`` hashes all of that (blake2b); the record is stored under
+``initial_eval_key`` hashes all of that (blake2b; each part's digest from :mod:`rlvr_cli.fingerprints`); the record is stored under
 ``$RLVR_CACHE/evals/<key>.json`` (atomically; two runs racing write the same bytes) and copied into a
 later run's ``eval/step_0.json`` with ``reused: true``. Only one process: under N processes each rank
 samples a share, and the record is not cached. ``RLVR_EVAL_CACHE=0`` turns the cache off.
@@ -28,11 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from functools import lru_cache
 from pathlib import Path
 
 import torch
 
+from rlvr_cli.fingerprints import library_versions, package_source_digest, tokenizer_digest, weights_digest
 from rlvr_cli.io import atomic_write_json
 from rlvr_cli.numerics import numerics_kind
 
@@ -50,50 +50,6 @@ def cache_dir() -> Path:
     return cache_root() / "evals"
 
 
-@lru_cache(maxsize=1)
-def package_source_digest() -> str:
-    """blake2b of every .py file of this package (path and bytes), in path order."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.blake2b(digest_size=16)
-    for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-LIBRARIES = ("torch", "transformers", "tokenizers", "numpy", "sympy", "math-verify", "reasoning-gym")
-"""What the sampler and the true verifiers run on: a new version of any is a new key."""
-
-
-@lru_cache(maxsize=1)
-def library_versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    out = {}
-    for name in LIBRARIES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def weights_digest(model: torch.nn.Module) -> str:
-    """blake2b over the state dict: each tensor's name, dtype, shape and raw bytes."""
-    h = hashlib.blake2b(digest_size=16)
-    for name, t in model.state_dict().items():
-        t = t.detach().to("cpu").contiguous()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}\0".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
-def _tokenizer_fingerprint(tokenizer) -> str:
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    vocab = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
-    return json.dumps([vocab, getattr(tokenizer, "chat_template", None), tokenizer.eos_token_id,
-                       tokenizer.pad_token_id, tokenizer.bos_token_id, type(tokenizer).__name__])
-
-
 def initial_eval_key(model, tokenizer, task, task_spec, reward_spec, settings: dict, autocast_dtype,
                      device: torch.device) -> str:
     """The cache key of the record ``evaluate_policy(model, tokenizer, task, scorer, EvalSettings(**settings))``
@@ -108,7 +64,7 @@ def initial_eval_key(model, tokenizer, task, task_spec, reward_spec, settings: d
         "weights": weights_digest(model),
         "model_class": type(model).__name__,
         "config": config.to_json_string(use_diff=False) if config is not None else None,
-        "tokenizer": hashlib.blake2b(_tokenizer_fingerprint(tokenizer).encode(), digest_size=16).hexdigest(),
+        "tokenizer": tokenizer_digest(tokenizer),
         "autocast": str(autocast_dtype),
         "prompts": [[p.id, p.prompt, p.reference, encode_prompt(tokenizer, task, p)] for p in problems],
         "task": [task.name, task.answer_marker, task.verifier, task_spec.model_dump(mode="json")],

@@ -1,6 +1,6 @@
 """The recipe field reference, generated from the schema into docs/fields.md, and the objective tables of
 docs/objectives.md, generated from the objective registry (so the docs and the code cannot drift; ``python
--m rlvr_cli.recipe.docs`` rewrites both; tests/recipe/test_recipes.py and tests/recipe/test_objective_registry.py
+-m rlvr_cli.recipe.docs`` rewrites both; tests/recipe/test_load.py and tests/recipe/test_objectives.py
 check they are current)."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ that (:meth:`RewardTermSpec.value`), whether a truncated response zeroes it, its
 and its doctor label. The schema's discriminated union (:data:`RewardTerm`), the scorer
 (:mod:`rlvr_cli.rewards.scorer`), both exporters, the doctor and the per-term metrics read
 :data:`REWARD_TERMS`; a new term type is one ``@register``-ed class here plus what computes it and its
-row in ``tests/rewards/test_reward_terms.py`` (which runs every registered type on a right and a wrong
+row in ``tests/recipe/test_reward_terms.py`` (which runs every registered type on a right and a wrong
 answer and fails for a type without a row).
 
 A term's value is computed from what the scorer hands it (:class:`TermInputs`, a protocol: the scorer

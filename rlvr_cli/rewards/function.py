@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.fingerprints import reward_code_digest, reward_source_digest
 from rlvr_cli.rewards.pool import CallResult, FunctionCall
 
 MAX_ABS_VALUE = 1e9
@@ -189,9 +190,7 @@ def source_digests(refs) -> dict[str, str | None]:
         if path is None:
             out[ref] = None
             continue
-        h = hashlib.blake2b(path.read_bytes(), digest_size=16)
-        h.update(b"\0" + split_reference(ref)[1].encode("utf-8"))
-        out[ref] = "blake2b:" + h.hexdigest()
+        out[ref] = reward_source_digest(path, split_reference(ref)[1])
     return out
 
 
@@ -201,8 +200,7 @@ def reward_code_fingerprint(terms) -> tuple[str | None, dict[str, str | None]]:
     digests = source_digests(sorted({t.function for t in terms if t.user_code}))
     if not digests:
         return None, {}
-    text = "\n".join(f"{ref}={d}" for ref, d in digests.items())
-    return "blake2b:" + hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest(), digests
+    return reward_code_digest(digests), digests
 
 
 def check_signature(fn: Callable, ref: str, names: set[str]) -> None:

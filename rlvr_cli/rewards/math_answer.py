@@ -9,7 +9,7 @@ Python, without sympy (the fast path). Everything else is parsed with math-verif
 (gold first, prediction second: the order matters there) and compared with the rules below, then
 by ``math_verify.verify`` (sympy underneath) for what the rules do not cover.
 
-What counts as equal (decisions, each with a test in ``tests/rewards/test_rewards_math.py``):
+What counts as equal (decisions, each with a test in ``tests/rewards/test_math_answer.py``):
 
 - Exact numbers are equal only when exactly equal: ``1/2 = 0.5 = \\frac{2}{4} = \\dfrac12``,
   ``2\\sqrt{2} = \\sqrt{8}``. Compared at 60 significant digits, *relative* to their size, and when

@@ -19,7 +19,7 @@ write files, read secrets, or patch the scorer so that later answers score 1. Be
 in the scorers' own modules (``EVALUATING``): a literal reader for ``eval``, an arithmetic-only gate in
 front of ``parse_expr``. An answer they refuse scores what an unreadable answer scores. A dataset of a
 reasoning-gym version whose scorer module no longer has the call rlvr replaces is refused (`error`)
-rather than scored unguarded; ``tests/rewards/test_harden_reasoning_gym.py`` traces every registered scorer for
+rather than scored unguarded; ``tests/rewards/test_safe_eval_in_reasoning_gym.py`` traces every registered scorer for
 new ``eval``/``exec``/``parse_expr`` paths.
 
 Still not safe in-process: a scorer can take unbounded time or memory (sympy's ``simplify``, a power

@@ -18,7 +18,7 @@ as written). rlvr puts these readers in the scorer's place (``rlvr_cli/rewards/r
 Each raises ``ValueError`` (or ``SyntaxError``) where the original would evaluate something else; the
 scorers catch that exactly as they catch a failed ``eval``, so an answer that is refused scores what an
 unreadable answer scores. Honest answers (the generators' own answer formats) read the same as before;
-``tests/rewards/test_harden_reasoning_gym.py`` compares the verdicts of both on generated items.
+``tests/rewards/test_safe_eval_in_reasoning_gym.py`` compares the verdicts of both on generated items.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from rlvr_cli.errors import UserError
-from rlvr_cli.tasks.base import Problem, Task, TraceTask, data_fingerprint, stable_hash
+from rlvr_cli.fingerprints import data_fingerprint  # noqa: F401 - also this package's name for it
+from rlvr_cli.tasks.base import Problem, Task, TraceTask, stable_hash
 from rlvr_cli.tasks.chat_render import render_chat
 
 BUILTIN_TASKS = ("arithmetic", "countdown", "answer_check")

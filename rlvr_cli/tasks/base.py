@@ -53,28 +53,3 @@ def stable_hash(text: str) -> int:
     import hashlib
 
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-FINGERPRINT_TRAIN_DRAWS = 256
-"""Training prompts a generated task's fingerprint hashes (drawn with ``random.Random(0)``)."""
-
-
-def data_fingerprint(task: Task) -> str:
-    """``blake2b:<hex>`` of the rows a task serves, so that two runs can be shown to use the same data.
-
-    A task with its own ``data_fingerprint()`` (a file-backed one hashes its rows) says it; otherwise the
-    held-out problems and the first :data:`FINGERPRINT_TRAIN_DRAWS` training prompts of a fixed draw are
-    hashed (id, prompt and gold answer each), which changes with the task's settings and its generator.
-    """
-    import hashlib
-    import json
-
-    own = getattr(task, "data_fingerprint", None)
-    if callable(own):
-        return own()
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{task.name}\0{task.verifier}\0{task.answer_marker}\0".encode())
-    rows = [*task.eval_problems(), *task.train_problems(random.Random(0), FINGERPRINT_TRAIN_DRAWS)]
-    for p in rows:
-        h.update(json.dumps([p.id, p.prompt, p.reference], ensure_ascii=False).encode("utf-8") + b"\n")
-    return "blake2b:" + h.hexdigest()

@@ -24,7 +24,6 @@ two runs can be shown to have trained and been evaluated on the same data (run.j
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import math
 import random
@@ -32,6 +31,7 @@ import re
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.fingerprints import dataset_rows_fingerprint
 from rlvr_cli.recipe.schema import DatasetTaskSpec as DatasetSpec
 from rlvr_cli.tasks.base import Problem, stable_hash
 
@@ -260,13 +260,7 @@ class DatasetTask:
         (side, prompt or conversation, gold answer, the row's other columns) in the task's order (the file's), after
         the column mapping, the answer extraction and the split. Same file and settings, same value; a
         changed, added, removed or reordered row (the draws index the rows) changes it."""
-        h = hashlib.blake2b(digest_size=16)
-        for side, problems in (("train", self._train), ("eval", self._eval)):
-            for p in problems:
-                row = [side, p.meta.get("messages") or p.prompt, p.reference, p.meta.get("columns") or {}]
-                text = json.dumps(row, sort_keys=True, ensure_ascii=False, default=repr)
-                h.update(text.encode("utf-8", "surrogatepass") + b"\n")
-        return f"blake2b:{h.hexdigest()}"
+        return dataset_rows_fingerprint(self._train, self._eval)
 
     def located_rows(self) -> list[tuple[str, Problem]]:
         """(where, problem) of every row read, training and held-out, in file order (`rlvr doctor` checks

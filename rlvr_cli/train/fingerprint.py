@@ -1,7 +1,8 @@
-"""A run's fingerprint: everything that decides its numbers, in run.json (`fingerprint`).
+"""A run's fingerprint: everything that decides its numbers, in run.json (`fingerprint`). Each digest is
+computed in :mod:`rlvr_cli.fingerprints`; this module assembles them and records them for a run.
 
 - ``base_weights``: blake2b over the state dict the run started from (before any adapter);
-- ``task_data``: the rows the task serves (:func:`rlvr_cli.tasks.data_fingerprint`);
+- ``task_data``: the rows the task serves (:func:`rlvr_cli.fingerprints.data_fingerprint`);
 - ``recipe``: the fully resolved recipe, its ``name`` aside (a label, not a knob);
 - ``code``: every .py file of the package, and ``code_revision``: the git commit (None outside git);
 - ``reward_code``: the user's reward functions' source (None without ``function`` terms), each one's
@@ -18,23 +19,15 @@ reads these (:mod:`rlvr_cli.compare.provenance`) and says when its arms were not
 
 from __future__ import annotations
 
-import hashlib
-
 import torch
 
-from rlvr_cli.evaluation.cache import package_source_digest
+from rlvr_cli.fingerprints import blake2b_text, code_revision, data_fingerprint, package_source_digest
 from rlvr_cli.numerics import numerics_kind
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.rewards.function import reward_code_fingerprint
-from rlvr_cli.tasks import data_fingerprint
-from rlvr_cli.train.run_writer import code_revision
 
 CONDITIONS = ("task_data", "recipe", "code", "reward_code", "torch", "numerics", "threads", "device")
 """The fields a resumed run compares with its original (the base weights are the start's, fixed)."""
-
-
-def _blake2b(text: str) -> str:
-    return "blake2b:" + hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def run_fingerprint(session, task) -> dict:
@@ -43,7 +36,7 @@ def run_fingerprint(session, task) -> dict:
     return {
         "base_weights": session.run.read_status().get("base_weights"),
         "task_data": data_fingerprint(task),
-        "recipe": _blake2b(dump_recipe(recipe)),
+        "recipe": blake2b_text(dump_recipe(recipe)),
         "code": "blake2b:" + package_source_digest(),
         "code_revision": code_revision(),
         "reward_code": reward_code,

@@ -12,17 +12,15 @@ import datetime as _dt
 import errno
 import json
 import os
-import platform
 import shutil
 import stat
-import subprocess
 from pathlib import Path
 
 import torch
 
-from rlvr_cli import __version__
 from rlvr_cli.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rlvr_cli.errors import RunFailed, UserError
+from rlvr_cli.fingerprints import code_revision, versions
 from rlvr_cli import run_files
 from rlvr_cli.models import quiet_transformers
 from rlvr_cli.run_files import LOCK_NAME, list_checkpoints
@@ -31,29 +29,6 @@ from rlvr_cli.trackers import close_trackers, log_to_trackers
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def code_revision() -> str | None:
-    """The commit of the checkout this package runs from (run.json's `git_commit`); None outside git."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        return out.stdout.strip() or None if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def versions() -> dict:
-    import transformers
-
-    return {
-        "rlvr": __version__,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "python": platform.python_version(),
-    }
 
 
 def _mount_point(path: Path) -> Path:

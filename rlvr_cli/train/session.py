@@ -16,7 +16,7 @@ import yaml
 
 from rlvr_cli import dist
 from rlvr_cli.errors import UserError
-from rlvr_cli.evaluation.cache import weights_digest
+from rlvr_cli.fingerprints import weights_fingerprint
 from rlvr_cli.models import load_model, resolve_device, trainer_autocast
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
@@ -298,7 +298,7 @@ def open_session(
     model_ref = str(ckpt[1]) if ckpt and lora is None else recipe.model.name
     model, tokenizer, resolved = load_model(model_ref, device, recipe.model.dtype)
     # the fingerprint of the weights a new run starts from (before any adapter): `rlvr compare` reports it
-    base_weights = f"blake2b:{weights_digest(model)}" if not ckpt and dist.is_main() else None
+    base_weights = weights_fingerprint(model) if not ckpt and dist.is_main() else None
     if lora is not None:
         model = with_adapter(model, recipe, ckpt[1] if ckpt else None)
     model.train()  # SFT trains with the model's dropout; RL switches it off (see rl.train_rl)

@@ -16,7 +16,7 @@ PAIRS = [
     ("AGGREGATIONS", "Aggregation"),
     ("IS_MODES", "ISMode"),
 ]
-"""The objectives have one registry of their own, read by the schema: tests/recipe/test_objective_registry.py."""
+"""The objectives have one registry of their own, read by the schema: tests/recipe/test_objectives.py."""
 
 
 @pytest.mark.parametrize("registry,alias", PAIRS)

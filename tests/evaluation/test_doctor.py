@@ -116,3 +116,23 @@ def test_the_doctors_responses_are_a_one_step_runs_step_1_samples(tiny_base, tmp
     assert sampled.texts == [t for g in step1 for t in g.texts]
     assert len(set(sampled.texts)) > 3  # the responses differ: equal lists say something
     assert [s["response"] for s in diag.samples] == [g.texts[0] for g in step1]
+    # what the top-p finding says is what the trainer does: step 1 keeps each token's sampling support, on which
+    # the loss renormalises its log-probs (tests/algo/test_algo_logprobs.py checks that by hand)
+    assert all(len(g.supports) == len(g.response_ids) for g in step1) and any(bool((s.sizes > 0).any()) for g in step1 for s in g.supports)
+    (finding,) = [f for f in diag.findings if f.check == "sampling"]
+    assert finding.verdict == "warn" and "renormalised on the support" in finding.detail
+
+
+def test_the_sampling_finding_names_what_trains_and_where():
+    """Top-p / top-k: a warning that the truncated policy trains, naming the code and doc that show it (they
+    exist); the full distribution: ok."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for knob in ("rollout.top_p=0.9", "rollout.top_k=5"):
+        f = doctor._sampling(load_recipe("grpo", [knob]))
+        assert f.verdict == "warn" and "untruncated" not in f.detail and "renormalised" in f.detail
+        assert (root / "rlvr_cli" / "algo" / "logprobs.py").is_file() and (root / "docs" / "async.md").is_file()
+        assert "rlvr_cli/algo/logprobs.py" in f.detail and "docs/async.md" in f.detail
+    f = doctor._sampling(load_recipe("grpo", []))
+    assert f.verdict == "ok" and "full distribution" in f.value

@@ -45,7 +45,7 @@ def _recipe(*sets: str):
     return load_recipe("grpo", list(sets))
 
 
-# --- one source for the names (the objectives' own: tests/recipe/test_objective_registry.py) -------------
+# --- one source for the names (the objectives' own: tests/recipe/test_objectives.py) -------------
 def test_maxrl_scale_name_agrees():
     assert "mean" in schema.literal_values(schema.AdvantageScale) and "mean" in algo.SCALES
 

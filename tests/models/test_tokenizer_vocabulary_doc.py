@@ -8,7 +8,7 @@ from pathlib import Path
 from rlvr_cli.models.tokenizer import SPECIAL_TOKENS, build_char_tokenizer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
-START = "<!-- builtin vocabulary: generated from the tokenizer; tests/models/test_vocabulary_doc.py keeps it equal -->"
+START = "<!-- builtin vocabulary: generated from the tokenizer; tests/models/test_tokenizer_vocabulary_doc.py keeps it equal -->"
 END = "<!-- end of builtin vocabulary -->"
 NAMES = {" ": "space", "\n": "newline"}
 
