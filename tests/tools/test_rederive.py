@@ -1,0 +1,33 @@
+"""results/rederive.py: the committed per-prompt records reproduce the committed verdicts without the runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "results"))
+import rederive  # noqa: E402
+
+
+def test_the_arguments_are_the_sweeps_comparison_on_the_records():
+    argv, found, planned = rederive.argv_for(ROOT / "results" / "staleness" / "seed3" / "sweep.yaml")
+    assert (found, planned) == (5, 5)
+    runs = argv[1:argv.index("--out")]
+    assert all(r.startswith("results/staleness/seed3/records/") for r in runs)
+    assert argv[argv.index("--out") + 1] == "results/staleness/seed3"
+    assert argv[argv.index("--control") + 1] == "results/staleness/seed3/records/sync-seed3"
+
+
+def test_the_committed_records_reproduce_the_committed_verdicts(capsys):
+    # one seed x 5 arms: the smallest committed comparison with records (the others: `python results/rederive.py --check`)
+    assert rederive.main(["--check", "staleness/seed3"]) == 0, capsys.readouterr().out
+
+
+def test_a_changed_verdict_is_reported(tmp_path):
+    import json
+
+    s = {"variants": [{"label": "a", "against_control": None},
+                      {"label": "b", "against_control": {"verdict": "worse", "pass@1": {"mean": -0.1}}}]}
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    assert rederive.verdicts(tmp_path / "summary.json") == {"b": ("worse", -0.1)}
