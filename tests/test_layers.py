@@ -20,7 +20,7 @@ LAYERS = (
     ("warm_start",),
     ("train",),
     ("evaluation",),
-    ("compare",),
+    ("compare", "envs"),
     ("sampling", "rewards", "trackers", "models"),
     ("tasks", "metrics"),
     ("recipe",),
