@@ -23,10 +23,11 @@ LAYERS = (
     ("compare", "envs"),
     ("sampling", "rewards", "trackers", "models"),
     ("tasks", "metrics"),
+    ("envs",),
     ("recipe",),
     ("algo",),
     ("run_files", "dist"),
-    ("keyed_random", "console"),
+    ("keyed_random", "console", "user_code"),
     ("io", "errors", "processes", "__init__"),
     ("numerics",),
 )
