@@ -20,7 +20,7 @@ LAYERS = (
     ("warm_start",),
     ("train",),
     ("evaluation",),
-    ("compare", "envs"),
+    ("compare",),
     ("sampling", "rewards", "trackers", "models"),
     ("tasks", "metrics"),
     ("envs",),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr_cli.envs import problem_row
 from rlvr_cli.keyed_random import row_keys, stream_key
 from rlvr_cli.sampling import Samples, SamplingOptions, generate
 from rlvr_cli.sampling.turns import generate_turns
@@ -51,12 +52,6 @@ class Turns:
 
     make_episode: Callable[[dict], object]
     max_turns: int
-
-
-def problem_row(problem: Problem) -> dict:
-    """The task row an episode starts on (TRL's ``reset(**row)``): the problem's prompt, reference, id and
-    metadata."""
-    return {**problem.meta, "id": problem.id, "prompt": problem.prompt, "reference": problem.reference}
 
 
 def draw_prompts(task, key: RoundKey, n: int) -> list[Problem]:

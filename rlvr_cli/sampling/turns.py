@@ -43,14 +43,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rlvr_cli.envs.protocol import ENVIRONMENT, MODEL
 from rlvr_cli.errors import UserError
 from rlvr_cli.keyed_random import sample_inverse_cdf, uniforms
 from rlvr_cli.sampling import DROP_FINISHED_AT, Samples, SamplingOptions, _Generic, _left_pad, filter_logits
 from rlvr_cli.sampling.decode_step import StaticDecoder, static_decode_supported
 
-MODEL_TOKEN, ENVIRONMENT_TOKEN = 1, 0
-"""Origin codes of a response token, the values of :data:`rlvr_cli.envs.protocol.MODEL` and ``ENVIRONMENT``
-(this layer sits below the environments; tests/sampling/test_turns.py checks the two agree)."""
 
 
 @dataclass
@@ -182,14 +180,14 @@ def generate_turns(model, tokenizer, prompt_ids: list[list[int]], episodes: list
                 fed[k] = st.pending.popleft()
                 st.ids.append(fed[k])
                 st.logps.append(0.0)
-                st.origins.append(ENVIRONMENT_TOKEN)
+                st.origins.append(ENVIRONMENT)
             else:
                 if not st.turn:
                     st.turns += 1
                 tok = fed[k]
                 st.ids.append(tok)
                 st.logps.append(logp[k])
-                st.origins.append(MODEL_TOKEN)
+                st.origins.append(MODEL)
                 st.turn.append(tok)
                 gen_tokens += 1
                 if tok in eos:

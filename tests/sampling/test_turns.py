@@ -14,7 +14,7 @@ from rlvr_cli.envs.protocol import ENVIRONMENT, MODEL, EpisodeStats, ToolReply
 from rlvr_cli.keyed_random import row_keys
 from rlvr_cli.models import load_model
 from rlvr_cli.sampling import SamplingOptions
-from rlvr_cli.sampling.turns import ENVIRONMENT_TOKEN, MODEL_TOKEN, generate_turns
+from rlvr_cli.sampling.turns import generate_turns
 from rlvr_cli.train.packing import pack, response_logprobs
 
 REPLY = "=42;"
@@ -56,10 +56,6 @@ def _sample(tiny, n=6, max_new=24, max_turns=3, prefix=None, decoder="auto", key
     keys = row_keys(7, [(0, i) for i in range(n)]) if keys is None else keys
     opts = SamplingOptions(max_new, tok.eos_token_id, tok.pad_token_id, temperature=1.3, decoder=decoder)
     return generate_turns(model, tok, [prompt] * n, eps, [{"prompt": "12+34="}] * n, opts, max_turns, keys), tok
-
-
-def test_origin_codes_are_the_protocols():
-    assert (MODEL_TOKEN, ENVIRONMENT_TOKEN) == (MODEL, ENVIRONMENT)
 
 
 def test_replies_sit_after_each_call_as_environment_tokens(tiny):
