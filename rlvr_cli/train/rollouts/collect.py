@@ -23,14 +23,13 @@ from typing import Protocol
 
 import torch
 
-from rlvr_cli.envs import episode_factory
 from rlvr_cli.envs.protocol import EpisodeStats
+from rlvr_cli.evaluation.decoding import environment_turns
 from rlvr_cli.models import sampling_autocast
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import ScoreItem
-from rlvr_cli.rewards.extract import extract_answer
 from rlvr_cli.sampling import TokenSupport
-from rlvr_cli.sampling.rounds import RoundKey, RoundSettings, Turns, draw_prompts, sample_round
+from rlvr_cli.sampling.rounds import RoundKey, RoundSettings, draw_prompts, sample_round
 from rlvr_cli.tasks import Problem
 from rlvr_cli.train.rollouts.lag import policy_lag
 from rlvr_cli import dist
@@ -150,7 +149,7 @@ def _rounds(session: RolloutSession, task, scorer, step: int, max_rounds: int, s
     r = session.recipe
     ro, ds = r.rollout, r.dynamic_sampling
     tok, model, g = session.tokenizer, session.model, ro.group_size
-    turns = environment_turns(r, tok, task)
+    turns = environment_turns(r.environment, r.model.name, tok, task, r.reward.extract)
     for round_ in range(max_rounds):
         stats.rounds += 1
         key = RoundKey(r.seed, step, round_)
@@ -196,21 +195,6 @@ def _rounds(session: RolloutSession, task, scorer, step: int, max_rounds: int, s
                 stats.groups_dropped += 1
         if len(kept) >= ro.prompts_per_step:
             break
-
-
-def environment_turns(recipe: Recipe, tokenizer, task) -> Turns | None:
-    """How a round samples trajectories under ``environment:`` (None: single-turn): a fresh episode per
-    response from the environment's factory (:func:`rlvr_cli.envs.episode_factory`); a turn has an answer
-    when the task's answer extraction finds one in it (a turn with neither a call nor an answer is void)."""
-    env = recipe.environment
-    if env is None:
-        return None
-    marker, methods = task.answer_marker, recipe.reward.extract
-
-    def has_answer(text: str) -> bool:
-        return extract_answer(text, marker, methods)[0] is not None
-
-    return Turns(episode_factory(env, tokenizer, recipe.model.name, has_answer), env.max_turns)
 
 
 def environment_rewards(out, n: int) -> list[float]:
