@@ -130,6 +130,8 @@ class ToolEpisode:
         if value is None:
             return None
         try:
+            if isinstance(value, (str, bytes)):
+                raise TypeError
             number = float(value)
         except Exception:  # noqa: BLE001 - the user's value may raise anything from __float__
             raise UserError(f"{where} returned a {type(value).__name__}, not a number") from None

@@ -352,7 +352,22 @@ class AnswerCheckTaskSpec(Strict):
     """Zero-pad the answer to digits+1 and mark each check column whose digit disagrees with the answer's with `!` (`4+8+1=13!`), so the verdict is a local comparison."""
 
 
-TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec, ReasoningGymTaskSpec, AnswerCheckTaskSpec], Field(discriminator="name")]
+class CalcTaskSpec(Strict):
+    """Arithmetic the built-in model mostly fails alone, made for the calculator environment (`environment: {factory: builtin:calculator}`, docs/tools.md): 3-digit x 2-digit products (`347*28=`) or sums of three 4-digit numbers (`1234+5678+9012=`); the answer follows `#`."""
+
+    name: Literal["calc"] = "calc"
+    """Task kind."""
+    operation: Literal["mul", "sum3"] = "mul"
+    """`mul`: a 3-digit number times a 2-digit one; `sum3`: three 4-digit numbers added."""
+    num_eval: int = Field(256, ge=1, le=100_000)
+    """Size of the held-out prompt set (disjoint from every training prompt)."""
+    split_seed: Seed = 1234
+    """Seed that picks the held-out prompts; shared by all runs so evaluations line up."""
+    tool_prob: float = Field(0.5, ge=0, le=1)
+    """Probability that a supervised trace calls the calculator (`<calc>347*28</calc><r>9716</r>#9716`); the others answer directly (`#9716`), which the built-in model mostly gets wrong, so a warm start's groups mix calls and direct answers."""
+
+
+TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec, ReasoningGymTaskSpec, AnswerCheckTaskSpec, CalcTaskSpec], Field(discriminator="name")]
 
 
 # --- rollout -------------------------------------------------------------------------------------
