@@ -871,6 +871,7 @@ class Recipe(Strict):
         self._check_length_control()
         self._check_combination()
         self._check_off_policy()
+        self._check_environment()
         if self.rollout.is_correction.mode != "none" and self.rollout.old_logprobs == "sampler":
             raise ValueError(
                 "rollout.is_correction needs the trainer's recomputed log-probs beside the sampler's: "
@@ -986,6 +987,25 @@ class Recipe(Strict):
                 "become (1 - delta) r + delta and the baseline and std remove both; use scale none (Dr. GRPO, where it "
                 "scales advantages by 1 - delta) or baseline none"
             )
+
+    def _check_environment(self):
+        """Multi-turn rollouts (rlvr_cli/sampling/turns.py): refuse what they would silently ignore or get wrong."""
+        env, ro = self.environment, self.rollout
+        if env is None:
+            return
+        if self.algorithm != "rl":
+            raise ValueError("environment: multi-turn rollouts are for algorithm rl (SFT trains on the task's traces)")
+        if ro.top_k or ro.top_p < 1.0:
+            raise ValueError("environment: multi-turn rollouts sample untruncated; set rollout.top_k 0 and "
+                             "rollout.top_p 1 (their supports are not recorded across tool replies)")
+        if ro.ignore_eos:
+            raise ValueError("environment: rollout.ignore_eos would never end a model turn; set it false")
+        if ro.old_logprobs == "sampler":
+            raise ValueError("environment: the sampler has no log-prob of an environment token; set "
+                             "rollout.old_logprobs to auto or recompute")
+        if self.reward.combination == "decoupled":
+            raise ValueError("environment: reward.combination decoupled normalises the reward terms one by one, "
+                             "leaving out the environment's own reward and environment.call_cost; use sum")
 
     def _check_off_policy(self):
         """Staleness and its corrections (docs/async.md): refuse what would be silently ignored."""

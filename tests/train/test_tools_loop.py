@@ -119,3 +119,18 @@ def test_evaluation_is_multi_turn_and_a_resumed_run_equals_the_uninterrupted(tin
     train_rl(single, tmp_path / "single")
     # the same initial weights, prompts and keys: the trajectories with the tool differ from the plain samples
     assert evals(tmp_path / "single")[0]["samples_digest"] != evals(tmp_path / "a")[0]["samples_digest"]
+
+
+GDPO = ("reward.combination=decoupled", "reward.terms=[{type: task}, {type: format, weight: 0.5}]")
+
+
+@pytest.mark.parametrize("changes, words", [
+    (("rollout.top_k=5",), "rollout.top_k"), (("rollout.top_p=0.9",), "rollout.top_p"),
+    (("rollout.ignore_eos=true",), "ignore_eos"), (("rollout.old_logprobs=sampler",), "old_logprobs"),
+    (GDPO, "decoupled"),
+])
+def test_what_multi_turn_rollouts_would_get_wrong_is_refused(changes, words):
+    with pytest.raises(Exception, match=words) as info:
+        load_recipe("grpo", ["environment.factory=builtin:calculator", *changes])
+    assert "environment:" in str(info.value)
+    load_recipe("grpo", list(changes))  # single-turn, the same settings load
