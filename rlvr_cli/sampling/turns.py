@@ -99,6 +99,13 @@ def _encode(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
 
+def seam_mismatch(tokenizer, turn_text: str, reply_text: str, reply_ids: list[int]) -> bool:
+    """Whether the turn's text followed by the reply tokenises otherwise than the two apart: a BPE merge
+    across the seam (TRL #5224), or a template's rewrite, that a text pipeline re-tokenising the history
+    would see as a shifted stream. The trajectory keeps its own ids either way (token in, token out)."""
+    return _encode(tokenizer, turn_text + reply_text) != _encode(tokenizer, turn_text) + reply_ids
+
+
 def _end_turn(row: _Row, tokenizer, max_turns: int, by: str) -> None:
     """The model turn of ``row`` ended (``by``: `eos`, `stop` or `length`): ask the episode, then queue its
     reply or finish the trajectory."""
@@ -112,8 +119,7 @@ def _end_turn(row: _Row, tokenizer, max_turns: int, by: str) -> None:
         row.finish = "stop"
         return
     reply_ids = _encode(tokenizer, reply.text)
-    if _encode(tokenizer, text + reply.text) != _encode(tokenizer, text) + reply_ids:  # a merge across the seam
-        row.mismatches += 1
+    row.mismatches += seam_mismatch(tokenizer, text, reply.text, reply_ids)
     if not reply_ids:  # an empty reply: the next model turn follows at once
         return
     if not row.queue(reply_ids):

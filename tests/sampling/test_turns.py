@@ -129,3 +129,20 @@ def test_the_character_tokenizer_round_trips_any_seam(tiny):
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     for a, b in [("12+3[", "=15]"), ("ab ", " cd"), ("#", "#"), ("<r>", "</r>")]:
         assert enc(a + b) == enc(a) + enc(b) and tok.decode(enc(a + b)) == a + b
+
+
+def test_a_merge_across_the_seam_is_counted_on_a_bpe_tokenizer():
+    """A BPE that merges "a" + "b": the reply "b" after a turn ending in "a" re-tokenises as one token."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from rlvr_cli.sampling.turns import seam_mismatch
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.Whitespace()
+    bpe.train_from_iterator(["ab ab ab abab cd cd"] * 10, trainers.BpeTrainer(special_tokens=["<unk>"], vocab_size=12))
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>")
+    enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+    assert len(enc("ab")) == 1 and len(enc("a")) == 1
+    assert seam_mismatch(tok, "xa", "b", enc("b"))
+    assert not seam_mismatch(tok, "xa ", "b", enc("b"))
