@@ -53,7 +53,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("kl_max", "the same estimator, max over tokens", "KL max"),
     Metric("kl_seq_mean", "mean over responses of the per-sequence sum of that estimator", "KL per sequence"),
     Metric("entropy", "mean per-token entropy of the sampling policy (at temperature T) over response tokens, first pass", "entropy"),
-    Metric("len_mean", "response length in tokens (EOS included), all sampled responses", "length"),
+    Metric("len_mean", "response length in tokens (EOS included; under `environment:` the whole trajectory, tool replies included), all sampled responses", "length"),
     Metric("len_correct", "response length of the correct responses", "correct"),
     Metric("len_incorrect", "response length of the incorrect responses", "incorrect"),
     Metric("truncated_frac", "fraction of sampled responses cut at `max_new_tokens`", "truncated"),
