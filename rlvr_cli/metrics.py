@@ -101,7 +101,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("stale_batches_dropped", "rollout.staleness bounded with strategy drop: batches of this step sampled and dropped for being more than `max` steps old (0 otherwise)", "stale dropped"),
     Metric("m2po_masked_frac", "off_policy.m2po: fraction of the step's loss tokens M2PO masked (their (log pi_prox/pi_behaviour)^2 the largest; null when off)", "M2PO masked"),
     Metric("m2po_second_moment", "off_policy.m2po: mean (log pi_prox - log pi_behaviour)^2 over the step's loss tokens before masking (how off-policy the batch is)", "M2 (before mask)"),
-    Metric("tools/call_rate", "environment: tool calls per trajectory, mean over every trajectory sampled this step (TRL's `tools/call_frequency`; null single-turn)", "calls per trajectory"),
+    Metric("tools/call_rate", "environment: tool calls per trajectory, mean over every trajectory sampled this step (TRL's tools/call_frequency; null single-turn)", "calls per trajectory"),
     Metric("tools/failure_rate", "environment: fraction of the step's tool calls that failed (raised, timed out, unknown tool, bad arguments; null without a call)", "failed calls"),
     Metric("tools/env_token_share", "environment: fraction of the sampled response tokens appended by the environment (tool replies)", "env-token share"),
     Metric("tools/turns_mean", "environment: model turns per trajectory, mean", "turns"),
