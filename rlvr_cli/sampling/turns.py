@@ -152,7 +152,10 @@ def generate_turns(model, tokenizer, prompt_ids: list[list[int]], episodes: list
     for st, row in zip(state, rows):
         st.queue(_encode(tokenizer, st.episode.reset(row) or ""))
     longest = [max((len(s) for s in st.episode.stop_strings), default=0) for st in state]
-    ids, mask = _left_pad([list(p) for p in prompt_ids], options.pad_token_id, device)
+    # a group repeats its prompt: prefill each distinct prompt once and copy its cache to its rows (as generate)
+    distinct: dict[tuple, int] = {}
+    rows_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids], device=device)
+    ids, mask = _left_pad([list(p) for p in distinct], options.pad_token_id, device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     amp = torch.autocast(device.type, dtype=options.autocast_dtype) if options.autocast_dtype else nullcontext()
     keys = torch.as_tensor(row_keys, dtype=torch.long).to(device)
@@ -164,6 +167,9 @@ def generate_turns(model, tokenizer, prompt_ids: list[list[int]], episodes: list
     static = static_decode_supported(model) and options.decoder != "generic"
     dec = (StaticDecoder if static else _Generic)(model, out, b, total, amp)
     del out
+    if len(distinct) < b:
+        dec.select(rows_of)
+        logits, mask, positions = logits[rows_of], mask[rows_of], positions[rows_of]
     full_mask = torch.ones((b, total), dtype=torch.bool, device=device)
     full_mask[:, :width] = mask.bool()
     next_pos = positions[:, -1] + 1

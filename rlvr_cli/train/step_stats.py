@@ -291,6 +291,8 @@ def sample_rows(groups: list[Group], advantages: list[float]) -> list[dict]:
                     "reward": grp.rewards[j],
                     "correct": grp.correct[j],
                     "advantage": advantages[k] if k < len(advantages) else None,
+                    **({"tool_calls": grp.episode_stats[j].calls, "tool_notes": grp.episode_stats[j].notes}
+                       if grp.episode_stats else {}),  # multi-turn: what the environment saw
                 })
             k += 1
     return records

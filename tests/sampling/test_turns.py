@@ -146,3 +146,18 @@ def test_a_merge_across_the_seam_is_counted_on_a_bpe_tokenizer():
     assert len(enc("ab")) == 1 and len(enc("a")) == 1
     assert seam_mismatch(tok, "xa", "b", enc("b"))
     assert not seam_mismatch(tok, "xa ", "b", enc("b"))
+
+
+@pytest.mark.parametrize("decoder", ["auto", "generic"])
+def test_without_a_call_a_trajectory_is_the_single_turn_sample(tiny, decoder):
+    """The same keyed draws, position by position: no stop string, no reply, exactly `generate`'s tokens and log-probs."""
+    from rlvr_cli.sampling import generate
+
+    model, tok = tiny
+    prompt = tok("12+34=", add_special_tokens=True)["input_ids"]
+    keys = row_keys(9, [(0, i) for i in range(8)])
+    opts = SamplingOptions(24, tok.eos_token_id, tok.pad_token_id, temperature=1.3, decoder=decoder)
+    plain = generate(model, [prompt] * 8, opts, row_keys=keys)
+    turns = generate_turns(model, tok, [prompt] * 8, [Echo(stops=()) for _ in range(8)], [{}] * 8, opts, 3, keys)
+    assert turns.response_ids == plain.response_ids and turns.finish_reasons == plain.finish_reasons
+    assert turns.logprobs == plain.logprobs and turns.gen_tokens == plain.gen_tokens
