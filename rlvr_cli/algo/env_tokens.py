@@ -21,7 +21,8 @@ with w and Z the aggregation's (rlvr_cli/algo/aggregation.py) computed on the di
 - ``divisor_counts_env_tokens`` sets D, the tokens the length divisor |o_i| (seq_mean_token_mean) and the
   token count Z (token_mean) count: M m (TRL's ``grpo``: ``mask.sum(-1)`` over model tokens) or M (a
   divisor over the whole sequence, as a budget ``max_completion_length`` that tool tokens also use:
-  TRL's ``dr_grpo``). Independent of which tokens carry loss.
+  TRL's ``dr_grpo``). Independent of which tokens carry loss. Under seq_mean_token_sum_norm the divisor
+  is the constant L either way; D then only decides which rows count in N_seq.
 
 Convention that differs between frameworks: prime-rl normalises each loss component by its own token
 count ("so the components don't dilute each other"); here the echo term follows it (its own mean over

@@ -1087,12 +1087,27 @@ class Recipe(Strict):
         if self.kl.placement == "none" and self.kl.ref_reset_every:
             out.append("kl.ref_reset_every has no effect on the objective when kl.placement is none.")
         out += _off_policy_notes(self, same_numerics, on_policy)
+        out += _environment_notes(self)
         if self.loss.ratio == "sequence" and self.loss.aggregation != "seq_mean_token_mean":
             out.append(
                 "loss.ratio = sequence (GSPO) with a token-weighted aggregation: GSPO's objective is a "
                 "mean over sequences (seq_mean_token_mean)."
             )
         return out
+
+
+def _environment_notes(recipe: Recipe) -> list[str]:
+    """The notes about multi-turn rollouts (Recipe.notes; rlvr_cli/algo/env_tokens.py)."""
+    env, out = recipe.environment, []
+    if env is None:
+        return out
+    out.append("environment: the behaviour log-probs are recomputed by the trainer (environment tokens have no "
+               "sampler log-prob): one more forward pass over the batch per step.")
+    if env.kl_on_env_tokens and recipe.kl.placement == "none":
+        out.append("environment.kl_on_env_tokens has no effect when kl.placement is none.")
+    if "echo_weight" in env.model_fields_set and env.env_tokens != "echo":
+        out.append(f"environment.echo_weight is used by env_tokens echo only (here {env.env_tokens}): it is ignored.")
+    return out
 
 
 def _off_policy_notes(recipe: Recipe, same_numerics: bool, on_policy: bool) -> list[str]:

@@ -134,3 +134,11 @@ def test_what_multi_turn_rollouts_would_get_wrong_is_refused(changes, words):
         load_recipe("grpo", ["environment.factory=builtin:calculator", *changes])
     assert "environment:" in str(info.value)
     load_recipe("grpo", list(changes))  # single-turn, the same settings load
+
+
+def test_the_notes_say_what_an_environment_costs_and_ignores():
+    r = load_recipe("grpo", ["environment.factory=builtin:calculator", "environment.echo_weight=0.3",
+                             "environment.kl_on_env_tokens=true", "kl.placement=none"])
+    notes = " ".join(r.notes())
+    assert "recomputed" in notes and "echo_weight" in notes and "kl_on_env_tokens" in notes
+    assert "environment" not in " ".join(load_recipe("grpo").notes())
