@@ -56,7 +56,11 @@ class ToolEpisode:
         self.loaded, self.spec, self.protocol, self.tokenizer = loaded, spec, protocol, tokenizer
         self.has_answer, self.chatml = has_answer, chatml
         self.env = _built(loaded, spec.tool_timeout_s)
-        self.tools: dict[str, Callable] = {**(methods_of(self.env) if self.env is not None else {}), **loaded.functions}
+        try:
+            methods = methods_of(self.env) if self.env is not None else {}
+        except Exception as e:  # noqa: BLE001 - inspect.getmembers reads every property, which may raise
+            raise UserError(f"environment.factory: {loaded.label}: reading its methods raised {describe_exception(e)}") from None
+        self.tools: dict[str, Callable] = {**methods, **loaded.functions}
         self.stop_strings: tuple[str, ...] = calls.stop_strings(protocol, self.tools)
         self.stats = EpisodeStats()
 
