@@ -110,6 +110,10 @@ class ToolEpisode:
         self._note(note)
         return ToolReply(calls.wrap(self.protocol, body, self.chatml), failed, note)
 
+    def call_cost(self) -> float:
+        """``environment.call_cost`` x the calls made (failed ones too): what the trajectory's reward loses."""
+        return self.spec.call_cost * self.stats.calls
+
     def reward(self) -> float | None:
         """``env.get_reward()`` (TRL), None when the environment has none or returns None; a failing or
         non-finite one is a ``UserError`` (as a failing reward function is)."""
