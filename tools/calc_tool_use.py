@@ -42,7 +42,8 @@ def sample(model, tok, ids: list[int], episode, max_new: int, max_turns: int, ge
         if reply is None or nxt == tok.eos_token_id and not any(text.endswith(s) for s in episode.stop_strings):
             break
         response += reply.text
-        feed = torch.tensor([tok(reply.text, add_special_tokens=False)["input_ids"]])
+        # the turn's last token (the end of `</calc>`) was sampled but not fed yet: it goes in before the reply
+        feed = torch.tensor([[nxt, *tok(reply.text, add_special_tokens=False)["input_ids"]]])
     return response
 
 
