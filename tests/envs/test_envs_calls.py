@@ -91,3 +91,26 @@ def test_protocol_auto_is_tags_on_builtin_models_and_hermes_otherwise():
     assert resolve_protocol("auto", "builtin:tiny") == "tags"
     assert resolve_protocol("auto", "HuggingFaceTB/SmolLM2-135M") == "hermes"
     assert resolve_protocol("tags", "Qwen/Qwen3-0.6B") == "tags"
+
+
+class ChatMLTokenizer:
+    """A stand-in for a ChatML tokenizer (Qwen, SmolLM2): what the episode reads of one, its vocabulary."""
+
+    def get_vocab(self):
+        return {"<|im_start|>": 1, "<|im_end|>": 2, **{c: 10 + i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}}
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(i) for i in ids)
+
+
+def test_a_hermes_reply_on_a_chatml_tokenizer_switches_roles_as_the_chat_template(tmp_path):
+    from rlvr_cli.envs.episode import is_chatml
+
+    (tmp_path / "t.py").write_text("def add(a: int, b: int) -> int:\n    return a + b\n")
+    ep = episode_factory(EnvironmentSpec(tools=[f"{tmp_path}/t.py:add"]), ChatMLTokenizer(), "Qwen/Qwen3-0.6B")({})
+    reply = ep.step('<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>')
+    assert reply.text == "<|im_end|>\n<|im_start|>user\n<tool_response>\n3\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    assert is_chatml(ChatMLTokenizer()) and not is_chatml(None)
