@@ -43,15 +43,17 @@ def _to_text(value) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def _call(fn, args: tuple, kwargs: dict) -> str:
-    out = fn(*args, **kwargs)
-    if inspect.isawaitable(out):  # an `async def` tool: awaited, as TRL does
-        out = asyncio.run(_awaited(out))
-    return _to_text(out)
+def settled(out):
+    """``out``, or what it gives when awaited (an ``async def`` tool or ``get_reward``: awaited, as TRL does)."""
+    return asyncio.run(_awaited(out)) if inspect.isawaitable(out) else out
 
 
 async def _awaited(awaitable):
     return await awaitable
+
+
+def _call(fn, args: tuple, kwargs: dict) -> str:
+    return _to_text(settled(fn(*args, **kwargs)))
 
 
 def run_limited(fn, timeout_s: float, name: str = "tool") -> tuple[str, object]:

@@ -92,3 +92,11 @@ def test_validate_refuses_a_bad_environment_with_exit_2(cli, tmp_path, monkeypat
     (tmp_path / "r.yaml").write_text("extends: dr_grpo\nenvironment:\n  factory: env.py:Env\n")
     ok = cli("recipes", "validate", str(tmp_path / "r.yaml"))
     assert ok.code == 0, ok.stderr
+
+
+def test_an_async_get_reward_is_awaited(tmp_path):
+    (tmp_path / "a.py").write_text("class A:\n    def reset(self, **row):\n        return None\n\n"
+                                   "    def t(self, x):\n        return x\n\n"
+                                   "    async def get_reward(self):\n        return 0.75\n")
+    ep = episode_factory(EnvironmentSpec(factory=f"{tmp_path}/a.py:A"), None, "m")({})
+    assert ep.reward() == 0.75
