@@ -36,6 +36,7 @@ TOOLS = {"calc": calc, "add": add, "now": now}
     ("1+1</calc>", Malformed("calc", "error: </calc> without <calc>")),
     ("<add>3</add>", Malformed("add", "error: add takes 2 arguments, got 1")),
     ("<add>3,x</add>", Malformed("add", "error: add: argument b is not an int: 'x'")),
+    ("<add>3," + "9" * 5000 + "</add>", Malformed("add", "error: add: argument b is not an int: '" + "9" * 40 + "'")),
     ("<now>5</now>", Malformed("now", "error: now takes no arguments")),
     ("<sqrt>4</sqrt>", Malformed("sqrt", "error: unknown tool 'sqrt' (tools: add, calc, now)")),
 ])
@@ -54,6 +55,9 @@ def test_tags(text, expected):
     ('<tool_call>{"name": "add", "arguments": [1, 2]}</tool_call>', "not a JSON object"),
     ('<tool_call>{"name": "rm", "arguments": {}}</tool_call>', "unknown tool 'rm'"),
     ('{"name": "add"}</tool_call>', "</tool_call> without <tool_call>"),
+    ("<tool_call>" + "[" * 100_000 + "]" * 100_000 + "</tool_call>", "not JSON"),  # deeper than the stack
+    ('<tool_call>{"name": "add", "arguments": "' + "[" * 100_000 + '"}</tool_call>', "not a JSON object"),
+    ('<tool_call>{"name": 5}</tool_call>', 'a tool call is {"name"'),
 ])
 def test_hermes(text, expected):
     got = parse("hermes", text, TOOLS)

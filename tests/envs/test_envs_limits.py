@@ -40,6 +40,9 @@ def number(x):
 def exits(x):
     raise SystemExit(3)
 
+def huge(x):
+    return 10 ** 100_000  # str() refuses an int of more than 4300 digits
+
 async def later(x):
     return "awaited " + x
 '''
@@ -88,12 +91,14 @@ def test_a_flooding_tool_is_cut_on_its_side_with_a_note(tools, side, expected):
 
 
 def test_an_unprintable_return_a_number_an_exit_and_an_async_tool(tools):
-    ep = episode(tools, "weird", "number", "exits", "later", max_tokens=64)
+    ep = episode(tools, "weird", "number", "exits", "later", "huge", max_tokens=64)
     weird = ep.step("<weird>x</weird>")
     assert weird.failed and weird.text == "<r>error: runtimeerror: cannot print me</r>"
     assert ep.step("<number>x</number>").text == "<r>12</r>"  # str() of a non-str return
     assert ep.step("<exits>x</exits>").text == "<r>error: systemexit: 3</r>"  # the run is not ended
     assert ep.step("<later>y</later>").text == "<r>awaited y</r>"
+    big = ep.step("<huge>x</huge>")
+    assert big.failed and big.text.startswith("<r>error: valueerror: exceeds the limit")
 
 
 def test_truncation_counts_tokens_of_the_tokenizer():
