@@ -11,7 +11,9 @@
   ``right`` keeps the start, ``left`` the end, ``middle`` both ends (half each), with the cut marked by
   :data:`CUT` (verl's ``tool_response_truncate_side``; verl appends `...(truncated)`). Text the tokenizer
   cannot write is made writable: on a character tokenizer (the built-in models) it is lower-cased and an
-  unknown character becomes `?`; control characters other than newline and tab become `?` everywhere.
+  unknown character becomes `?`; control characters other than newline and tab become `?` everywhere, and
+  a special token's text (`</s>`, `<|im_end|>`) has its first character replaced by `?`, so that a tool's
+  output can never put an end-of-sequence or a role switch into the trajectory.
 """
 
 from __future__ import annotations
@@ -108,9 +110,18 @@ def character_vocab(tokenizer) -> frozenset | None:
     return found
 
 
+def _specials(tokenizer) -> list[str]:
+    try:
+        return [t for t in (getattr(tokenizer, "all_special_tokens", None) or []) if isinstance(t, str) and len(t) > 1]
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot list them: none
+        return []
+
+
 def writable(text: str, tokenizer) -> str:
     """``text`` with what the tokenizer cannot write replaced (see the module docstring)."""
     text = "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+    for special in _specials(tokenizer):  # `</s>` in a tool's output must not become an EOS token
+        text = text.replace(special, "?" + special[1:])
     chars = character_vocab(tokenizer) if tokenizer is not None else None
     if chars is None:
         return text

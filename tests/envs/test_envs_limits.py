@@ -112,6 +112,12 @@ def test_truncation_counts_tokens_of_the_tokenizer():
     assert truncate("abcdefg", None, 1, "middle")[0] == "a" + CUT  # without a tokenizer a character is a token
 
 
+def test_a_special_tokens_text_in_a_tools_output_stays_text():
+    tok = build_char_tokenizer()
+    assert writable("a</s>b<pad>", tok) == "a?/s>b?pad>"
+    assert tok.eos_token_id not in tok("<r>" + writable("</s>", tok) + "</r>", add_special_tokens=False)["input_ids"]
+
+
 def test_writable_fits_the_character_alphabet():
     tok = build_char_tokenizer()
     assert writable("Résumé\x00 OK\n", tok) == "r?sum?? ok\n"
