@@ -42,7 +42,8 @@ def sample(model, tok, ids: list[int], episode, max_new: int, max_turns: int, ge
         if reply is None or nxt == tok.eos_token_id and not any(text.endswith(s) for s in episode.stop_strings):
             break
         response += reply.text
-        feed = torch.tensor([tok(reply.text, add_special_tokens=False)["input_ids"]])
+        # the turn's last token (the end of `</calc>`) was sampled but not fed yet: it goes in before the reply
+        feed = torch.tensor([[nxt, *tok(reply.text, add_special_tokens=False)["input_ids"]]])
     return response
 
 
@@ -61,6 +62,7 @@ def main() -> None:
     ap.add_argument("--max-turns", type=int, default=3)
     ap.add_argument("--error-rate", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--show", type=int, default=0, help="Print the first N responses.")
     args = ap.parse_args()
     ensure_built(args.model)
     model, tok, _ = load_model(args.model)
@@ -77,6 +79,9 @@ def main() -> None:
             text = sample(model, tok, ids, ep, args.max_new, args.max_turns, gen)
             m = re.match(r"-?\d+", text.rsplit("#", 1)[1]) if "#" in text else None
             called = ep.stats.calls > 0
+            if args.show > 0:
+                args.show -= 1
+                print(f"{p.prompt}{text!r}")
             counts[called][0] += 1
             counts[called][1] += int(m is not None and m.group(0) == p.reference)
     total = sum(c[0] for c in counts.values())

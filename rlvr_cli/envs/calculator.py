@@ -128,7 +128,11 @@ class Calculator:
         return None
 
     def calc(self, expression: str) -> str:
-        """Evaluate an arithmetic expression of integers with + - * / and parentheses."""
+        """Evaluate an arithmetic expression of integers with + - * / and parentheses.
+
+        Args:
+            expression: The expression, e.g. 347*28.
+        """
         k = self._calls
         self._calls += 1
         value = evaluate(expression)

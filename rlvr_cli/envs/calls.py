@@ -147,7 +147,7 @@ def _parse_hermes(body: str, tools: dict) -> Call | Malformed | None:
     raw = body[opening + len(HERMES_CALL[0]):-len(HERMES_CALL[1])].strip()
     try:
         obj = json.loads(raw)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: JSON nested deeper than Python's stack
         return Malformed("?", f"error: the tool call is not JSON ({str(e)[:80]})")
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return Malformed("?", 'error: a tool call is {"name": ..., "arguments": {...}}')
@@ -155,7 +155,7 @@ def _parse_hermes(body: str, tools: dict) -> Call | Malformed | None:
     if isinstance(arguments, str):  # some models write the arguments as a JSON string, as OpenAI's API does
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             return Malformed(name, "error: the arguments are not a JSON object")
     if not isinstance(arguments, dict):
         return Malformed(name, "error: the arguments are not a JSON object")

@@ -9,12 +9,11 @@ void turns in its :class:`~rlvr_cli.envs.protocol.EpisodeStats`.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 
 from rlvr_cli.envs import calls
-from rlvr_cli.envs.limits import call_limited, character_vocab, fit, run_limited, writable
+from rlvr_cli.envs.limits import call_limited, character_vocab, fit, run_limited, settled, writable
 from rlvr_cli.envs.loading import Loaded, check_names, load_environment, methods_of
 from rlvr_cli.envs.protocol import EpisodeStats, ToolReply
 from rlvr_cli.errors import UserError
@@ -56,7 +55,11 @@ class ToolEpisode:
         self.loaded, self.spec, self.protocol, self.tokenizer = loaded, spec, protocol, tokenizer
         self.has_answer, self.chatml = has_answer, chatml
         self.env = _built(loaded, spec.tool_timeout_s)
-        self.tools: dict[str, Callable] = {**(methods_of(self.env) if self.env is not None else {}), **loaded.functions}
+        try:
+            methods = methods_of(self.env) if self.env is not None else {}
+        except Exception as e:  # noqa: BLE001 - inspect.getmembers reads every property, which may raise
+            raise UserError(f"environment.factory: {loaded.label}: reading its methods raised {describe_exception(e)}") from None
+        self.tools: dict[str, Callable] = {**methods, **loaded.functions}
         self.stop_strings: tuple[str, ...] = calls.stop_strings(protocol, self.tools)
         self.stats = EpisodeStats()
 
@@ -97,14 +100,18 @@ class ToolEpisode:
         if isinstance(parsed, calls.Malformed):
             text, failed, note = parsed.error, True, f"{parsed.name}: {parsed.error}"
         else:
-            outcome = _call(self.tools[parsed.name], parsed, self.spec.tool_timeout_s)
-            text, failed, note = outcome
+            out = call_limited(self.tools[parsed.name], parsed.args, parsed.kwargs, self.spec.tool_timeout_s, parsed.name)
+            text, failed, note = out.text, out.failed, out.note
         body, cut = fit(text, self.tokenizer, self.spec.max_output_tokens, self.spec.truncate_side)
         if failed:
             self.stats.failures += 1
         note = "; ".join(n for n in (note, cut) if n)
         self._note(note)
         return ToolReply(calls.wrap(self.protocol, body, self.chatml), failed, note)
+
+    def call_cost(self) -> float:
+        """``environment.call_cost`` x the calls made (failed ones too): what the trajectory's reward loses."""
+        return self.spec.call_cost * self.stats.calls
 
     def reward(self) -> float | None:
         """``env.get_reward()`` (TRL), None when the environment has none or returns None; a failing or
@@ -113,15 +120,7 @@ class ToolEpisode:
         if not callable(fn):
             return None
 
-        def run():
-            out = fn()
-            if inspect.isawaitable(out):
-                import asyncio
-
-                out = asyncio.run(_awaited(out))
-            return out
-
-        kind, value = run_limited(run, self.spec.tool_timeout_s, "get_reward")
+        kind, value = run_limited(lambda: settled(fn()), self.spec.tool_timeout_s, "get_reward")
         where = f"environment.factory: {self.loaded.label}: get_reward()"
         if kind == "timeout":
             raise UserError(f"{where} took longer than environment.tool_timeout_s ({self.spec.tool_timeout_s:g} s)")
@@ -140,10 +139,6 @@ class ToolEpisode:
         return number
 
 
-async def _awaited(awaitable):
-    return await awaitable
-
-
 def _built(loaded: Loaded, timeout_s: float):
     """A fresh environment object; a factory that raises or hangs now (its probe did not) is a ``UserError``."""
     if loaded.factory is None:
@@ -153,11 +148,6 @@ def _built(loaded: Loaded, timeout_s: float):
         return value
     why = f"took longer than {timeout_s:g} s" if kind == "timeout" else f"raised {describe_exception(value)}{raised_at(value)}"
     raise UserError(f"environment.factory: {loaded.label}: building an environment {why}")
-
-
-def _call(fn: Callable, call: calls.Call, timeout_s: float) -> tuple[str, bool, str]:
-    out = call_limited(fn, call.args, call.kwargs, timeout_s, call.name)
-    return out.text, out.failed, out.note
 
 
 def episode_factory(spec, tokenizer, model_name: str, has_answer: Callable[[str], bool] | None = None

@@ -11,7 +11,9 @@
   ``right`` keeps the start, ``left`` the end, ``middle`` both ends (half each), with the cut marked by
   :data:`CUT` (verl's ``tool_response_truncate_side``; verl appends `...(truncated)`). Text the tokenizer
   cannot write is made writable: on a character tokenizer (the built-in models) it is lower-cased and an
-  unknown character becomes `?`; control characters other than newline and tab become `?` everywhere.
+  unknown character becomes `?`; control characters other than newline and tab become `?` everywhere, and
+  a special token's text (`</s>`, `<|im_end|>`) has its first character replaced by `?`, so that a tool's
+  output can never put an end-of-sequence or a role switch into the trajectory.
 """
 
 from __future__ import annotations
@@ -43,15 +45,17 @@ def _to_text(value) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def _call(fn, args: tuple, kwargs: dict) -> str:
-    out = fn(*args, **kwargs)
-    if inspect.isawaitable(out):  # an `async def` tool: awaited, as TRL does
-        out = asyncio.run(_awaited(out))
-    return _to_text(out)
+def settled(out):
+    """``out``, or what it gives when awaited (an ``async def`` tool or ``get_reward``: awaited, as TRL does)."""
+    return asyncio.run(_awaited(out)) if inspect.isawaitable(out) else out
 
 
 async def _awaited(awaitable):
     return await awaitable
+
+
+def _call(fn, args: tuple, kwargs: dict) -> str:
+    return _to_text(settled(fn(*args, **kwargs)))
 
 
 def run_limited(fn, timeout_s: float, name: str = "tool") -> tuple[str, object]:
@@ -106,9 +110,18 @@ def character_vocab(tokenizer) -> frozenset | None:
     return found
 
 
+def _specials(tokenizer) -> list[str]:
+    try:
+        return [t for t in (getattr(tokenizer, "all_special_tokens", None) or []) if isinstance(t, str) and len(t) > 1]
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot list them: none
+        return []
+
+
 def writable(text: str, tokenizer) -> str:
     """``text`` with what the tokenizer cannot write replaced (see the module docstring)."""
     text = "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+    for special in _specials(tokenizer):  # `</s>` in a tool's output must not become an EOS token
+        text = text.replace(special, "?" + special[1:])
     chars = character_vocab(tokenizer) if tokenizer is not None else None
     if chars is None:
         return text

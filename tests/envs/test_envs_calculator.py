@@ -71,3 +71,13 @@ def test_the_calculator_class_is_a_trl_environment():
     assert c.reset(id="x", prompt="p") is None and c.calc("6*7") == "42"
     with pytest.raises(ValueError, match="error_rate"):
         Calculator(error_rate=-0.1)
+
+
+def test_trl_can_read_the_calc_tools_schema():
+    """TRL builds each tool's JSON schema with transformers' get_json_schema, which needs type hints and an
+    Args section: the exported environment_factory=Calculator must pass it."""
+    from transformers.utils import get_json_schema
+
+    fn = get_json_schema(Calculator().calc)["function"]
+    assert fn["name"] == "calc" and fn["parameters"]["required"] == ["expression"]
+    assert fn["parameters"]["properties"]["expression"]["type"] == "string"

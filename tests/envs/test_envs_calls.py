@@ -36,6 +36,7 @@ TOOLS = {"calc": calc, "add": add, "now": now}
     ("1+1</calc>", Malformed("calc", "error: </calc> without <calc>")),
     ("<add>3</add>", Malformed("add", "error: add takes 2 arguments, got 1")),
     ("<add>3,x</add>", Malformed("add", "error: add: argument b is not an int: 'x'")),
+    ("<add>3," + "9" * 5000 + "</add>", Malformed("add", "error: add: argument b is not an int: '" + "9" * 40 + "'")),
     ("<now>5</now>", Malformed("now", "error: now takes no arguments")),
     ("<sqrt>4</sqrt>", Malformed("sqrt", "error: unknown tool 'sqrt' (tools: add, calc, now)")),
 ])
@@ -54,6 +55,9 @@ def test_tags(text, expected):
     ('<tool_call>{"name": "add", "arguments": [1, 2]}</tool_call>', "not a JSON object"),
     ('<tool_call>{"name": "rm", "arguments": {}}</tool_call>', "unknown tool 'rm'"),
     ('{"name": "add"}</tool_call>', "</tool_call> without <tool_call>"),
+    ("<tool_call>" + "[" * 100_000 + "]" * 100_000 + "</tool_call>", "not JSON"),  # deeper than the stack
+    ('<tool_call>{"name": "add", "arguments": "' + "[" * 100_000 + '"}</tool_call>', "not a JSON object"),
+    ('<tool_call>{"name": 5}</tool_call>', 'a tool call is {"name"'),
 ])
 def test_hermes(text, expected):
     got = parse("hermes", text, TOOLS)
@@ -91,3 +95,26 @@ def test_protocol_auto_is_tags_on_builtin_models_and_hermes_otherwise():
     assert resolve_protocol("auto", "builtin:tiny") == "tags"
     assert resolve_protocol("auto", "HuggingFaceTB/SmolLM2-135M") == "hermes"
     assert resolve_protocol("tags", "Qwen/Qwen3-0.6B") == "tags"
+
+
+class ChatMLTokenizer:
+    """A stand-in for a ChatML tokenizer (Qwen, SmolLM2): what the episode reads of one, its vocabulary."""
+
+    def get_vocab(self):
+        return {"<|im_start|>": 1, "<|im_end|>": 2, **{c: 10 + i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}}
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(i) for i in ids)
+
+
+def test_a_hermes_reply_on_a_chatml_tokenizer_switches_roles_as_the_chat_template(tmp_path):
+    from rlvr_cli.envs.episode import is_chatml
+
+    (tmp_path / "t.py").write_text("def add(a: int, b: int) -> int:\n    return a + b\n")
+    ep = episode_factory(EnvironmentSpec(tools=[f"{tmp_path}/t.py:add"]), ChatMLTokenizer(), "Qwen/Qwen3-0.6B")({})
+    reply = ep.step('<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>')
+    assert reply.text == "<|im_end|>\n<|im_start|>user\n<tool_response>\n3\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    assert is_chatml(ChatMLTokenizer()) and not is_chatml(None)

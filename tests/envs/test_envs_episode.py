@@ -43,6 +43,11 @@ def test_void_turns_calls_and_the_last_turn(env_ref):
     assert ep.step("<echo>2</echo>").text == "<r>2</r>"  # turn 2: a call
     assert ep.step("<echo>3</echo>") is None  # turn 3 = max_turns: a call gets no reply, and it is void (no answer)
     assert (ep.stats.turns, ep.stats.calls, ep.stats.void_turns) == (3, 2, 1)
+    assert ep.call_cost() == 0.0
+    priced = episode_factory(EnvironmentSpec(factory=env_ref, protocol="tags", call_cost=0.25), None, "builtin:tiny")({})
+    priced.step("<echo>1</echo>")
+    priced.step("1</echo>")  # a failed call costs too
+    assert priced.call_cost() == 0.5
     answered = episode_factory(EnvironmentSpec(factory=env_ref, protocol="tags"), None, "builtin:tiny", has_answer)({})
     assert answered.step("#42") is None and answered.stats.void_turns == 0
     rambling = episode_factory(EnvironmentSpec(factory=env_ref, protocol="tags"), None, "builtin:tiny", has_answer)({})
@@ -87,3 +92,11 @@ def test_validate_refuses_a_bad_environment_with_exit_2(cli, tmp_path, monkeypat
     (tmp_path / "r.yaml").write_text("extends: dr_grpo\nenvironment:\n  factory: env.py:Env\n")
     ok = cli("recipes", "validate", str(tmp_path / "r.yaml"))
     assert ok.code == 0, ok.stderr
+
+
+def test_an_async_get_reward_is_awaited(tmp_path):
+    (tmp_path / "a.py").write_text("class A:\n    def reset(self, **row):\n        return None\n\n"
+                                   "    def t(self, x):\n        return x\n\n"
+                                   "    async def get_reward(self):\n        return 0.75\n")
+    ep = episode_factory(EnvironmentSpec(factory=f"{tmp_path}/a.py:A"), None, "m")({})
+    assert ep.reward() == 0.75

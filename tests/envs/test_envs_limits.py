@@ -40,6 +40,9 @@ def number(x):
 def exits(x):
     raise SystemExit(3)
 
+def huge(x):
+    return 10 ** 100_000  # str() refuses an int of more than 4300 digits
+
 async def later(x):
     return "awaited " + x
 '''
@@ -88,12 +91,14 @@ def test_a_flooding_tool_is_cut_on_its_side_with_a_note(tools, side, expected):
 
 
 def test_an_unprintable_return_a_number_an_exit_and_an_async_tool(tools):
-    ep = episode(tools, "weird", "number", "exits", "later", max_tokens=64)
+    ep = episode(tools, "weird", "number", "exits", "later", "huge", max_tokens=64)
     weird = ep.step("<weird>x</weird>")
     assert weird.failed and weird.text == "<r>error: runtimeerror: cannot print me</r>"
     assert ep.step("<number>x</number>").text == "<r>12</r>"  # str() of a non-str return
     assert ep.step("<exits>x</exits>").text == "<r>error: systemexit: 3</r>"  # the run is not ended
     assert ep.step("<later>y</later>").text == "<r>awaited y</r>"
+    big = ep.step("<huge>x</huge>")
+    assert big.failed and big.text.startswith("<r>error: valueerror: exceeds the limit")
 
 
 def test_truncation_counts_tokens_of_the_tokenizer():
@@ -105,6 +110,12 @@ def test_truncation_counts_tokens_of_the_tokenizer():
     assert truncate("abcdefg", tok, 5, "middle")[0] == "abc" + CUT + "fg"
     assert truncate("abcd", tok, 4, "middle") == ("abcd", "")  # fits: untouched, no note
     assert truncate("abcdefg", None, 1, "middle")[0] == "a" + CUT  # without a tokenizer a character is a token
+
+
+def test_a_special_tokens_text_in_a_tools_output_stays_text():
+    tok = build_char_tokenizer()
+    assert writable("a</s>b<pad>", tok) == "a?/s>b?pad>"
+    assert tok.eos_token_id not in tok("<r>" + writable("</s>", tok) + "</r>", add_special_tokens=False)["input_ids"]
 
 
 def test_writable_fits_the_character_alphabet():
