@@ -147,12 +147,23 @@ def environment_turns(spec, model_name: str, tokenizer, task, extract: list[str]
     (its marker, else the ``extract`` methods) finds one (a turn with neither a call nor an answer is void)."""
     if spec is None:
         return None
+    key = (spec, model_name, tokenizer, task, tuple(extract))
+    if _LAST_TURNS and all(a is b or a == b for a, b in zip(_LAST_TURNS[0], key)):
+        return _LAST_TURNS[1]  # every step of a run: the user's module imported and probed once
     marker = task.answer_marker
 
     def has_answer(text: str) -> bool:
         return extract_answer(text, marker, extract)[0] is not None
 
-    return Turns(episode_factory(spec, tokenizer, model_name, has_answer), spec.max_turns)
+    turns = Turns(episode_factory(spec, tokenizer, model_name, has_answer), spec.max_turns)
+    _LAST_TURNS[:] = [key, turns]
+    return turns
+
+
+_LAST_TURNS: list = []
+"""The last (arguments, Turns) of :func:`environment_turns`: a run asks for the same every step and at every
+evaluation. It holds its arguments, so an object compared by identity here cannot be another one reusing a
+freed object's id; a Turns builds a fresh episode per trajectory, so sharing it shares no state."""
 
 
 def draw_turns(model, tokenizer, prompts: list[list[int]], rows: list[dict], dec: Decoding, turns: Turns,

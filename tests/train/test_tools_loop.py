@@ -55,6 +55,8 @@ def stand_in(monkeypatch):
     made = []
 
     def factory(spec, tokenizer, model_name, has_answer=None):
+        made.append("factory")
+
         def build(row):
             made.append(row)
             return StandIn(row)
@@ -106,7 +108,9 @@ def test_evaluation_is_multi_turn_and_a_resumed_run_equals_the_uninterrupted(tin
                              "checkpoint.every=2", "environment.void_turn_filter=true"])
     train_rl(r, tmp_path / "a")
     trained = r.rollout.prompts_per_step * r.rollout.group_size * r.steps
-    assert len(stand_in) >= trained + 2 * r.eval.n * r.eval.num_prompts  # the evaluations (steps 0, 2, 3) made episodes too
+    rows = [m for m in stand_in if m != "factory"]
+    assert len(rows) >= trained + 2 * r.eval.n * r.eval.num_prompts  # the evaluations (steps 0, 2, 3) made episodes too
+    assert stand_in.count("factory") == 1  # the environment is loaded once per run, not per step or evaluation
     restore = interrupted_at_step(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         train_rl(r, tmp_path / "c")
