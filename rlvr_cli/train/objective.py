@@ -40,20 +40,20 @@ from rlvr_cli.recipe.schema import Recipe
 
 def shape_rewards(recipe: Recipe, rewards, response_lengths, old_logp, ref_logp, mask, model_tokens=None,
                   calls=None) -> torch.Tensor:
-    """The reward the advantages see: raw ``rewards`` (B,) - the tool calls' price (``environment.call_cost``
-    times ``calls`` (B,), multi-turn) + length controls + DAPO soft overlong penalty on the
+    """The reward the advantages see: raw ``rewards`` (B,) + length controls - the tool calls' price
+    (``environment.call_cost`` times ``calls`` (B,), multi-turn) + DAPO soft overlong penalty on the
     ``response_lengths`` (B,, environment tokens included), then KL in the reward (r <- r - beta * sum_t
     k1_t) when the reference's log-probs ``ref_logp`` (B, T) were computed, over the model's tokens
     (``model_tokens`` (B, T)) unless ``environment.kl_on_env_tokens``."""
     shaped = rewards.clone()
-    env = recipe.environment
-    if env is not None and calls is not None:
-        shaped = call_cost_rewards(shaped, calls, env.call_cost)
-        if model_tokens is not None and not env.kl_on_env_tokens:
-            mask = mask * model_tokens
     if (lc := recipe.reward.length_control) is not None:  # first, on group-major rows; c_i = r_i > 0 (schema)
         r, n = rewards.view(-1, recipe.rollout.group_size), response_lengths.view(-1, recipe.rollout.group_size)
         shaped = length_controlled_rewards(r, n, r > 0, *lc.weights()).flatten()
+    env = recipe.environment
+    if env is not None and calls is not None:  # the calls' price, after the length controls (they read raw r)
+        shaped = call_cost_rewards(shaped, calls, env.call_cost)
+        if model_tokens is not None and not env.kl_on_env_tokens:
+            mask = mask * model_tokens
     sp = recipe.overlong.soft_punish
     if sp is not None:
         shaped = shaped + soft_overlong_penalty(response_lengths, recipe.rollout.max_new_tokens, sp.buffer, sp.factor)

@@ -107,3 +107,19 @@ def test_echo_rows_are_never_zero_loss():
     m = environment_masks(r, MASK, MODEL, torch.zeros(2))
     assert not zero_loss_rows(r, torch.zeros(2), None, m.carry).any()
     assert zero_loss_rows(_recipe(), torch.zeros(2), None, m.carry).all()
+
+
+def test_the_call_cost_is_where_the_rewards_are_shaped():
+    """r - c * calls in shape_rewards, after the length controls (which read the raw reward), before KL in the reward."""
+    from rlvr_cli.train.objective import shape_rewards
+
+    rewards, lengths, calls = torch.tensor([1.0, 0.0, 1.0, 0.0]), torch.tensor([4.0, 4.0, 8.0, 8.0]), torch.tensor([2, 0, 1, 1])
+    mask = torch.ones(4, 8)
+    r = _recipe("environment.call_cost=0.25", "rollout.group_size=4")
+    assert shape_rewards(r, rewards, lengths, None, None, mask, mask, calls).tolist() == [0.5, 0.0, 0.75, -0.25]
+    assert shape_rewards(load_recipe("grpo", ["rollout.group_size=4"]), rewards, lengths, None, None, mask).tolist() == rewards.tolist()
+    lc = _recipe("environment.call_cost=0.25", "rollout.group_size=4", "reward.length_control.brevity_bonus=1")
+    plain = shape_rewards(load_recipe("grpo", ["rollout.group_size=4", "reward.length_control.brevity_bonus=1"]),
+                          rewards, lengths, None, None, mask)
+    priced = shape_rewards(lc, rewards, lengths, None, None, mask, mask, calls)
+    assert torch.allclose(priced, plain - 0.25 * calls)
