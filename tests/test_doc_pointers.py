@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from rlvr_cli.metrics import METRICS
+
 ROOT = Path(__file__).resolve().parents[1]
 MARKDOWN = [ROOT / "README.md", ROOT / "results" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
             ROOT / "bench" / "README.md"]
@@ -21,6 +23,7 @@ SOURCES = [*sorted((ROOT / "rlvr_cli").rglob("*.py")), *sorted((ROOT / "recipes"
            *sorted(p for p in (ROOT / "tests").rglob("*.py") if p.name != Path(__file__).name),
            *sorted((ROOT / "bench").glob("*.py")),
            *sorted((ROOT / "tools").glob("*.py")), ROOT / "pyproject.toml"]
+METRIC_NAMES = {m.name for m in METRICS}
 REPO_DIRS = ("rlvr_cli/", "tests/", "recipes/", "results/", "docs/", "bench/", "tools/")
 
 PENDING: set[tuple[str, str]] = set()
@@ -95,7 +98,8 @@ def test_every_repository_path_in_backticks_exists(md):
     problems = []
     for m in re.finditer(r"`([^`\s]+)`", prose(md)):
         token = m.group(1).split("::")[0].rstrip(",.:;")
-        if token.startswith(REPO_DIRS) and not re.search(r"[<>*{}$]", token) and not (ROOT / token).exists():
+        if (token.startswith(REPO_DIRS) and not re.search(r"[<>*{}$]", token) and not (ROOT / token).exists()
+                and token not in METRIC_NAMES):  # `tools/call_rate` is a metric (rlvr_cli/metrics.py), not a path
             problems.append(token)
     assert problems == [], f"{_rel(md)} names paths that do not exist: {problems}"
 

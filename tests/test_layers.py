@@ -23,10 +23,11 @@ LAYERS = (
     ("compare",),
     ("sampling", "rewards", "trackers", "models"),
     ("tasks", "metrics"),
+    ("envs",),
     ("recipe",),
     ("algo",),
     ("run_files", "dist"),
-    ("keyed_random", "console", "fingerprints"),
+    ("keyed_random", "console", "fingerprints", "user_code"),
     ("io", "errors", "processes", "__init__"),
     ("numerics",),
 )

@@ -61,14 +61,26 @@ def aggregate(
     mode: str,
     length_constant: int | None = None,
     normalizer: float | None = None,
+    divisor_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """sum_it w_it * v_it / Z; pass the full batch's ``normalizer`` when ``token_values`` is a micro-batch.
 
     The outer averages of GRPO (arXiv:2402.03300 eq. 3), DAPO (arXiv:2503.14476 §3.3) and Dr. GRPO
     (arXiv:2503.20783 §3.1).
 
+    ``divisor_mask`` (default ``mask``): the tokens |o_i| and Z count when they are not the tokens that
+    carry loss (a multi-turn trajectory's environment tokens: rlvr_cli/algo/env_tokens.py); then
+    w_it = mask_it * (w of the divisor's row i): 1/|o_i|_D, 1 or 1/L.
+
     Returns 0 (with gradient) when nothing is left to average (Z = 0), e.g. every response masked.
     """
+    if divisor_mask is not None:
+        z = aggregation_normalizer(divisor_mask, mode) if normalizer is None else normalizer
+        per_row = aggregation_weights(torch.ones_like(divisor_mask), mode, length_constant)
+        if mode == "seq_mean_token_mean":
+            per_row = 1.0 / divisor_mask.to(torch.float32).sum(dim=1, keepdim=True).clamp(min=1.0)
+        weighted = (mask.to(torch.float32) * per_row * token_values).sum()
+        return weighted / z if z > 0 else weighted * 0.0
     z = aggregation_normalizer(mask, mode) if normalizer is None else normalizer
     weighted = (aggregation_weights(mask, mode, length_constant) * token_values).sum()
     return weighted / z if z > 0 else weighted * 0.0

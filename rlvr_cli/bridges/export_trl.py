@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from rlvr_cli.bridges.base import Export, Warnings
 from rlvr_cli.bridges.export_async import trl_async
+from rlvr_cli.bridges.export_tools import environment_trl
 
 TRL_STD_EPS = 1e-4
 """TRL adds 1e-4 to the std before dividing (grpo_trainer.py, fixed)."""
@@ -241,4 +242,5 @@ def export_trl(r) -> Export:
     if r.checkpoint.keep_last:
         settings["save_total_limit"] = r.checkpoint.keep_last
     notes += _rest(r, w)
+    settings.update(environment_trl(r, w, notes))
     return Export("trl", settings, list(w), notes)

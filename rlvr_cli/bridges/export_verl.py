@@ -19,6 +19,7 @@ import re
 
 from rlvr_cli.bridges.base import Export, Warnings
 from rlvr_cli.bridges.export_async import verl_async
+from rlvr_cli.bridges.export_tools import environment_verl
 from rlvr_cli.recipe.reward_terms import VerifierTerm
 
 VERL_STD_EPS = 1e-6
@@ -326,12 +327,13 @@ def export_verl(r) -> Export:
         "trainer.test_freq": r.eval.every if r.eval.every else -1,
         "trainer.val_before_train": r.eval.at_start,
     }
-    settings = {k: _expressible(k, v, w) for k, v in settings.items()}
     notes = [
         "still to set: actor_rollout_ref.rollout.name (vllm or sglang), trainer.n_gpus_per_node, data.train_files / data.val_files (parquet from verl's data scripts)",
         "reward: reward.custom_reward_function.path=<rlvr_cli/bridges/verl_reward.py> reward.custom_reward_function.name=compute_score (data_source = the task name, ground_truth = the gold answer)",
         "eval.*: verl validates mean reward on data.val_files, not pass@k; run `rlvr eval` on its checkpoints",
     ]
+    settings.update(environment_verl(r, w, notes))
+    settings = {k: _expressible(k, v, w) for k, v in settings.items()}
     if r.model.name.startswith("builtin:"):
         notes.append(f"model.name {r.model.name}: verl needs a directory; print it with `python -c \"from rlvr_cli.models import resolve_model_ref as f; print(f('{r.model.name}').path)\"`")
     return Export("verl", settings, list(w), notes)

@@ -198,6 +198,7 @@ def _run(targets, task, settings, recipe, is_run: bool, device: str | None, out_
             model_name=recipe.model.name if is_run else None,
             device=device or (recipe.device if recipe is not None else "auto"),
             dtype=recipe.model.dtype if recipe is not None else "auto",
+            environment=recipe.environment if recipe is not None and is_run else None,
         )
         return evaluate_targets(targets, task, settings, how, on_progress=lambda k: progress.update(bar, advance=k),
                                 on_record=write)

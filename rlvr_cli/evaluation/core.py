@@ -44,7 +44,8 @@ from typing import Any
 
 from rlvr_cli.algo.length_bias import conditional_verbosity
 from rlvr_cli.algo.passk import maj_at_k, mean_pass_at_k, mean_pass_hat_k
-from rlvr_cli.evaluation.decoding import Decoding, Response, draw, itc_label
+from rlvr_cli.envs import problem_row
+from rlvr_cli.evaluation.decoding import Decoding, Response, draw, draw_turns, itc_label
 from rlvr_cli.evaluation.settings import EvalSettings
 from rlvr_cli.keyed_random import row_keys, stream_key
 from rlvr_cli.tasks import encode_prompt
@@ -102,7 +103,8 @@ def evaluate_policy(
         answer_tokens=s.answer_tokens,
     )
     prompts = {p.id: encode_prompt(tokenizer, task, p) for p in problems}
-    draw_for = _Drawer(model, tokenizer, task.answer_marker, prompts, s.seed, autocast_dtype, batch_size, on_progress)
+    draw_for = _Drawer(model, tokenizer, task.answer_marker, prompts, s.seed, autocast_dtype, batch_size, on_progress,
+                       s.turns)
     flat = [(i, p, j) for i, p in enumerate(problems) for j in range(s.n)]
     t0 = time.perf_counter()
     with _eval_mode(model):
@@ -159,6 +161,8 @@ class _Drawer:
     autocast_dtype: Any
     batch_size: int
     on_progress: Callable[[int], None] | None
+    turns: Any = None
+    """A multi-turn run's trajectories (:func:`.decoding.draw_turns`); None: single-turn."""
 
     def __call__(self, flat: list, dec: Decoding) -> tuple[list[Response], int]:
         """Responses for (prompt index, problem, sample index) triples in batches, keyed by (seed; i, j).
@@ -174,8 +178,13 @@ class _Drawer:
         for start in range(0, len(mine), self.batch_size):
             chunk = mine[start : start + self.batch_size]
             keys = row_keys(stream, [(i, j) for i, _, j in chunk])
-            got, used = draw(self.model, self.tokenizer, self.marker, [self.prompts[p.id] for _, p, _ in chunk], dec,
-                             autocast_dtype=self.autocast_dtype, row_keys=keys)
+            prompts = [self.prompts[p.id] for _, p, _ in chunk]
+            if self.turns is not None:
+                got, used = draw_turns(self.model, self.tokenizer, prompts, [problem_row(p) for _, p, _ in chunk], dec,
+                                       self.turns, self.autocast_dtype, keys)
+            else:
+                got, used = draw(self.model, self.tokenizer, self.marker, prompts, dec,
+                                 autocast_dtype=self.autocast_dtype, row_keys=keys)
             out += got
             tokens += used
             if self.on_progress is not None:

@@ -15,13 +15,22 @@ so a record made with either is labelled (:func:`itc_label`) and never mistaken 
 
 Without either control this is exactly one :func:`rlvr_cli.sampling.generate` call per batch, so
 the training loop's evaluations are unchanged by them.
+
+A multi-turn run (``environment:``) is evaluated multi-turn (:func:`draw_turns`, the trainer's sampler:
+the same episodes, turns and limits), or its evaluation numbers would be another policy's, the model
+without its tool; budget forcing and minimum thinking are single-turn controls and refused there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from rlvr_cli.envs import episode_factory
+from rlvr_cli.errors import UserError
+from rlvr_cli.rewards.extract import extract_answer
 from rlvr_cli.sampling import SamplingOptions, generate
+from rlvr_cli.sampling.rounds import Turns
+from rlvr_cli.sampling.turns import generate_turns
 
 ANSWER_TOKENS = 16
 """Default tokens allowed after a forced answer marker (an arithmetic answer is at most 10 plus EOS)."""
@@ -129,3 +138,44 @@ def _force_answers(model, tokenizer, marker, prompts, responses, answer: Samplin
     for i, head, ids, why in zip(rows, heads, tail.response_ids, tail.finish_reasons):
         responses[i] = Response(head + list(ids), why == "length", forced[i])
     return tail.gen_tokens
+
+
+def environment_turns(spec, model_name: str, tokenizer, task, extract: list[str]) -> Turns | None:
+    """How a multi-turn recipe's trajectories are sampled, in training and in evaluation alike: a fresh
+    episode per trajectory from ``spec`` (the recipe's ``environment:``; None: single-turn) through
+    :func:`rlvr_cli.envs.episode_factory`, a turn holding an answer when the task's answer extraction
+    (its marker, else the ``extract`` methods) finds one (a turn with neither a call nor an answer is void)."""
+    if spec is None:
+        return None
+    key = (spec, model_name, tokenizer, task, tuple(extract))
+    if _LAST_TURNS and all(a is b or a == b for a, b in zip(_LAST_TURNS[0], key)):
+        return _LAST_TURNS[1]  # every step of a run: the user's module imported and probed once
+    marker = task.answer_marker
+
+    def has_answer(text: str) -> bool:
+        return extract_answer(text, marker, extract)[0] is not None
+
+    turns = Turns(episode_factory(spec, tokenizer, model_name, has_answer), spec.max_turns)
+    _LAST_TURNS[:] = [key, turns]
+    return turns
+
+
+_LAST_TURNS: list = []
+"""The last (arguments, Turns) of :func:`environment_turns`: a run asks for the same every step and at every
+evaluation. It holds its arguments, so an object compared by identity here cannot be another one reusing a
+freed object's id; a Turns builds a fresh episode per trajectory, so sharing it shares no state."""
+
+
+def draw_turns(model, tokenizer, prompts: list[list[int]], rows: list[dict], dec: Decoding, turns: Turns,
+               autocast_dtype=None, row_keys=None) -> tuple[list[Response], int]:
+    """One multi-turn trajectory per prompt (its task row ``rows[i]``) under ``dec``, keyed by ``row_keys``;
+    returns (responses, model tokens generated). The response is the whole trajectory, tool replies included."""
+    if dec.budget is not None or dec.min_think is not None:
+        raise UserError("--budget / --min-think: budget forcing and minimum thinking are single-turn; a "
+                        "multi-turn run (environment:) is evaluated without them")
+    options = SamplingOptions(max_new_tokens=dec.max_new_tokens, eos_token_id=tokenizer.eos_token_id,
+                              pad_token_id=tokenizer.pad_token_id, temperature=dec.temperature, top_p=dec.top_p,
+                              greedy=dec.greedy, return_logprobs=False, autocast_dtype=autocast_dtype)
+    out = generate_turns(model, tokenizer, prompts, [turns.make_episode(r) for r in rows], rows, options,
+                         turns.max_turns, row_keys)
+    return [Response(list(ids), why == "length") for ids, why in zip(out.response_ids, out.finish_reasons)], out.gen_tokens

@@ -49,7 +49,8 @@ from rlvr_cli.models import load_model, resolve_device, sampling_autocast, train
 from rlvr_cli.models.notes import model_notes
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import ScoreItem, Scorer
-from rlvr_cli.sampling.rounds import RoundKey, draw_prompts, sample_round
+from rlvr_cli.evaluation.decoding import environment_turns
+from rlvr_cli.sampling.rounds import RoundKey, RoundSettings, draw_prompts, sample_round
 from rlvr_cli.tasks import build_task, encode_prompt
 
 TRUNCATED_WARN = 0.25
@@ -120,7 +121,8 @@ def diagnose(recipe: Recipe, num_prompts: int = 8) -> Diagnosis:
     findings = _data_findings(recipe, task, tok, limit, problems)
     items: list[ScoreItem] = []
     if fits:
-        sampled = sample_round(model, tok, task, ro, key, problems, fits, amp)
+        turns = environment_turns(recipe.environment, recipe.model.name, tok, task, recipe.reward.extract)
+        sampled = sample_round(model, tok, task, ro, key, problems, fits, RoundSettings(amp, turns))  # multi-turn too
         out = sampled.samples
         items = [ScoreItem(problems[fits[k // g]], sampled.texts[k], k % g, 1, out.finish_reasons[k] == "length", ids)
                  for k, ids in enumerate(out.response_ids)]

@@ -9,12 +9,14 @@ recipe's device and dtype, and with the same record header ``{"step", "model", "
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rlvr_cli import run_files
 from rlvr_cli.errors import UserError
+from rlvr_cli.evaluation.decoding import environment_turns
 from rlvr_cli.evaluation.settings import EvalSettings
+from rlvr_cli.rewards.extract import DEFAULT_EXTRACT
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class AsEvaluated:
     """The run's base model, named in every record's header in place of the weights' path."""
     device: str = "auto"
     dtype: str = "auto"
+    environment: object = None
+    """The run's ``environment:`` (a multi-turn run is evaluated multi-turn, with its tool); None: single-turn."""
 
 
 def evaluate_targets(
@@ -132,8 +136,10 @@ def evaluate_targets(
         for t in targets:
             model, tokenizer, resolved = load_model(t.ref, dev, how.dtype)
             step = t.step if t.step is not None else resolved.step
-            result = evaluate_policy(model, tokenizer, task, scorer, settings, autocast_dtype=autocast,
-                                     on_progress=on_progress)
+            turns = environment_turns(how.environment, how.model_name or t.ref, tokenizer, task,
+                                      getattr(how.reward_spec, "extract", DEFAULT_EXTRACT))
+            result = evaluate_policy(model, tokenizer, task, scorer, replace(settings, turns=turns),
+                                     autocast_dtype=autocast, on_progress=on_progress)
             header = {"step": step, "model": how.model_name or t.ref, "task": task.name, "budget": settings.budget}
             records.append({**header, "weights": resolved.path, "source": "rlvr eval", "reused": False, **result})
             if on_record is not None:

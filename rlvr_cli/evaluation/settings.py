@@ -9,6 +9,7 @@ files go to ``eval/LABEL/`` and never over the training evaluations.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.evaluation.decoding import ANSWER_TOKENS, itc_label
@@ -45,6 +46,9 @@ class EvalSettings:
     budget: int | None = None
     min_think: int | None = None
     answer_tokens: int = ANSWER_TOKENS
+    turns: Any = field(default=None, compare=False)
+    """A multi-turn run's :class:`~rlvr_cli.sampling.rounds.Turns` (:func:`.decoding.environment_turns`): its
+    responses are trajectories with the tool, as in training; None: single-turn."""
 
     @classmethod
     def from_recipe(cls, recipe) -> EvalSettings:

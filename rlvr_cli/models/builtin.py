@@ -12,6 +12,8 @@
   and ramble after a failed check; ``tiny-check4`` (4 digits, terse check), ``tiny-check-marked`` and
   ``tiny-check4-marked`` (the check marks each column that disagrees with the answer) are the other
   candidates measured for it.
+- ``builtin:tiny-calc``: the base of the tools experiments (recipe ``base_sft_calc``): `calc` traces
+  that call the calculator in half of the samples and answer directly in the rest (docs/tools.md).
 
 **Shipped weights.** A warm start is hundreds of optimiser steps, and the last bits of a CPU's kernels
 (with or without AVX-512, another torch) turn into other weights by its end, so every number after it
@@ -53,6 +55,7 @@ WARM_START_RECIPES = {
     "tiny-check4": "base_sft_check4",
     "tiny-check-marked": "base_sft_check_marked",
     "tiny-check4-marked": "base_sft_check4_marked",
+    "tiny-calc": "base_sft_calc",
 }
 
 

@@ -325,7 +325,8 @@ def resolve_relative(value: str, origin: str | None) -> tuple[str, list[Path]]:
 
 
 def resolve_paths(data: dict, origins: dict) -> dict[str, list[Path]]:
-    """Resolve ``task.path``, ``task.eval_path`` and each ``file.py:name`` reward ``function`` (in place) by
+    """Resolve ``task.path``, ``task.eval_path``, each ``file.py:name`` reward ``function`` and environment
+    ``factory`` / ``tools`` entry (in place) by
     :func:`resolve_relative`; returns the places looked for each of those found nowhere, by dotted field."""
     missing: dict[str, list[Path]] = {}
     task = data.get("task")
@@ -344,6 +345,19 @@ def resolve_paths(data: dict, origins: dict) -> dict[str, list[Path]]:
             term["function"] = f"{where}:{name}"
             if not Path(where).expanduser().is_file():
                 missing[f"reward.terms[{i}].function"] = looked
+    env = data.get("environment")
+    if isinstance(env, dict):  # environment.factory and environment.tools[i]: `file.py:Name` as a reward function
+        tools = env.get("tools") if isinstance(env.get("tools"), list) else []
+        refs = [("factory", env.get("factory")), *enumerate(tools)]
+        for key, ref in refs:
+            if isinstance(ref, str) and ref.rpartition(":")[0].endswith(".py"):
+                where, _, name = ref.rpartition(":")
+                origin = origins.get(("environment", "factory") if key == "factory" else ("environment", "tools", key))
+                where = resolve_relative(where, origin)[0]
+                if key == "factory":
+                    env["factory"] = f"{where}:{name}"
+                else:
+                    env["tools"][key] = f"{where}:{name}"
     return missing
 
 

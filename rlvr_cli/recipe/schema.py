@@ -352,7 +352,22 @@ class AnswerCheckTaskSpec(Strict):
     """Zero-pad the answer to digits+1 and mark each check column whose digit disagrees with the answer's with `!` (`4+8+1=13!`), so the verdict is a local comparison."""
 
 
-TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec, ReasoningGymTaskSpec, AnswerCheckTaskSpec], Field(discriminator="name")]
+class CalcTaskSpec(Strict):
+    """Arithmetic the built-in model mostly fails alone, made for the calculator environment (`environment: {factory: builtin:calculator}`, docs/tools.md): 3-digit x 2-digit products (`347*28=`) or sums of three 4-digit numbers (`1234+5678+9012=`); the answer follows `#`."""
+
+    name: Literal["calc"] = "calc"
+    """Task kind."""
+    operation: Literal["mul", "sum3"] = "mul"
+    """`mul`: a 3-digit number times a 2-digit one; `sum3`: three 4-digit numbers added."""
+    num_eval: int = Field(256, ge=1, le=100_000)
+    """Size of the held-out prompt set (disjoint from every training prompt)."""
+    split_seed: Seed = 1234
+    """Seed that picks the held-out prompts; shared by all runs so evaluations line up."""
+    tool_prob: float = Field(0.5, ge=0, le=1)
+    """Probability that a supervised trace calls the calculator (`<calc>347*28</calc><r>9716</r>#9716`); the others answer directly (`#9716`), which the built-in model mostly gets wrong, so a warm start's groups mix calls and direct answers."""
+
+
+TaskSpec = Annotated[Union[ArithmeticTaskSpec, CountdownTaskSpec, DatasetTaskSpec, ReasoningGymTaskSpec, AnswerCheckTaskSpec, CalcTaskSpec], Field(discriminator="name")]
 
 
 # --- rollout -------------------------------------------------------------------------------------
@@ -856,6 +871,7 @@ class Recipe(Strict):
         self._check_length_control()
         self._check_combination()
         self._check_off_policy()
+        self._check_environment()
         if self.rollout.is_correction.mode != "none" and self.rollout.old_logprobs == "sampler":
             raise ValueError(
                 "rollout.is_correction needs the trainer's recomputed log-probs beside the sampler's: "
@@ -972,6 +988,25 @@ class Recipe(Strict):
                 "scales advantages by 1 - delta) or baseline none"
             )
 
+    def _check_environment(self):
+        """Multi-turn rollouts (rlvr_cli/sampling/turns.py): refuse what they would silently ignore or get wrong."""
+        env, ro = self.environment, self.rollout
+        if env is None:
+            return
+        if self.algorithm != "rl":
+            raise ValueError("environment: multi-turn rollouts are for algorithm rl (SFT trains on the task's traces)")
+        if ro.top_k or ro.top_p < 1.0:
+            raise ValueError("environment: multi-turn rollouts sample untruncated; set rollout.top_k 0 and "
+                             "rollout.top_p 1 (their supports are not recorded across tool replies)")
+        if ro.ignore_eos:
+            raise ValueError("environment: rollout.ignore_eos would never end a model turn; set it false")
+        if ro.old_logprobs == "sampler":
+            raise ValueError("environment: the sampler has no log-prob of an environment token; set "
+                             "rollout.old_logprobs to auto or recompute")
+        if self.reward.combination == "decoupled":
+            raise ValueError("environment: reward.combination decoupled normalises the reward terms one by one, "
+                             "leaving out the environment's own reward and environment.call_cost; use sum")
+
     def _check_off_policy(self):
         """Staleness and its corrections (docs/async.md): refuse what would be silently ignored."""
         st, op = self.rollout.staleness, self.off_policy
@@ -1052,12 +1087,27 @@ class Recipe(Strict):
         if self.kl.placement == "none" and self.kl.ref_reset_every:
             out.append("kl.ref_reset_every has no effect on the objective when kl.placement is none.")
         out += _off_policy_notes(self, same_numerics, on_policy)
+        out += _environment_notes(self)
         if self.loss.ratio == "sequence" and self.loss.aggregation != "seq_mean_token_mean":
             out.append(
                 "loss.ratio = sequence (GSPO) with a token-weighted aggregation: GSPO's objective is a "
                 "mean over sequences (seq_mean_token_mean)."
             )
         return out
+
+
+def _environment_notes(recipe: Recipe) -> list[str]:
+    """The notes about multi-turn rollouts (Recipe.notes; rlvr_cli/algo/env_tokens.py)."""
+    env, out = recipe.environment, []
+    if env is None:
+        return out
+    out.append("environment: the behaviour log-probs are recomputed by the trainer (environment tokens have no "
+               "sampler log-prob): one more forward pass over the batch per step.")
+    if env.kl_on_env_tokens and recipe.kl.placement == "none":
+        out.append("environment.kl_on_env_tokens has no effect when kl.placement is none.")
+    if "echo_weight" in env.model_fields_set and env.env_tokens != "echo":
+        out.append(f"environment.echo_weight is used by env_tokens echo only (here {env.env_tokens}): it is ignored.")
+    return out
 
 
 def _off_policy_notes(recipe: Recipe, same_numerics: bool, on_policy: bool) -> list[str]:

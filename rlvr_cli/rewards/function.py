@@ -33,14 +33,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import importlib
-import importlib.util
 import inspect
 import math
 import os
 import pickle
 import sys
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +45,9 @@ from pathlib import Path
 from rlvr_cli.errors import UserError
 from rlvr_cli.fingerprints import reward_code_digest, reward_source_digest
 from rlvr_cli.rewards.pool import CallResult, FunctionCall
+from rlvr_cli.user_code import describe_exception as _exception
+from rlvr_cli.user_code import did_you_mean, import_where, split_reference  # noqa: F401 - did_you_mean is imported from here
+from rlvr_cli.user_code import raised_at as _where
 
 MAX_ABS_VALUE = 1e9
 """The largest |value| a function may return. rlvr's advantages are group statistics (a mean and a
@@ -103,38 +103,6 @@ class Call:
 _loaded: dict[str, Callable] = {}
 
 
-def split_reference(ref: str) -> tuple[str, str]:
-    """`pkg.mod:f` -> ("pkg.mod", "f"); `path/to/file.py:f` -> ("path/to/file.py", "f")."""
-    where, _, name = ref.rpartition(":")
-    return where, name
-
-
-def _import_file(where: str):
-    path = Path(where).expanduser().resolve()
-    if not path.is_file():
-        raise UserError(f"{where}: no such file (looked for {path}; a relative path is read from the folder of the "
-                        f"recipe file that names it, then from the working directory, {os.getcwd()})")
-    name = f"rlvr_user_reward_{hashlib.blake2b(str(path).encode('utf-8', 'surrogatepass'), digest_size=4).hexdigest()}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    if str(path.parent) not in sys.path:  # as when the file is run as a script: its folder's modules import
-        sys.path.insert(0, str(path.parent))
-    sys.modules[name] = module  # dataclasses and pickling inside the module look it up there
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
-def _import_module(where: str):
-    here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:  # `rlvr` as a console script: import as `python -m` would
-        sys.path.insert(0, here)
-    return importlib.import_module(where)
-
-
 def load_function(ref: str) -> Callable:
     """The callable ``ref`` names (``module:function`` or ``file.py:function``), imported once per process.
 
@@ -144,12 +112,7 @@ def load_function(ref: str) -> Callable:
     if ref in _loaded:
         return _loaded[ref]
     where, name = split_reference(ref)
-    try:
-        module = _import_file(where) if where.endswith(".py") else _import_module(where)
-    except UserError as e:
-        raise UserError(f"{ref}: {e.problems[0]}") from None
-    except BaseException as e:  # noqa: BLE001 - whatever the user's module raises while importing, Ctrl-C's too
-        raise UserError(f"{ref}: cannot import {where}: {_exception(e)}{_where(e)}") from None
+    module = import_where(ref)
     fn = getattr(module, name, None)
     if fn is None:
         callables = [n for n, v in vars(module).items() if not n.startswith("_") and callable(v)]
@@ -225,27 +188,7 @@ def check_signature(fn: Callable, ref: str, names: set[str]) -> None:
                         "keywords and the data's columns); give it a default, or name a column of the data")
 
 
-def did_you_mean(name: str, known) -> str:
-    """` (did you mean 'x'?)` for the closest of ``known`` to a misspelled ``name``, or ''."""
-    import difflib
-
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 # --- calling it ------------------------------------------------------------------------------------------
-def _exception(e: BaseException) -> str:
-    """`ValueError: its message`, or the type alone when the message is empty (`KeyboardInterrupt`)."""
-    text = str(e)[:300]
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
-def _where(e: BaseException) -> str:
-    """` (at file.py:12)`: where the exception was raised, so the user can find the line."""
-    frames = traceback.extract_tb(e.__traceback__)
-    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-
-
 def _kind(x) -> str:
     return f"a {type(x).__name__} ({str(x)[:60]!r})" if isinstance(x, (str, bytes)) else f"a {type(x).__name__}"
 

@@ -6,7 +6,8 @@ A local data file (``.jsonl``/``.json``/``.parquet``/``.csv``) is read whole, so
 column or a gold answer that cannot be extracted is named as training would name it, and a gold answer
 the verifier cannot read (:func:`gold_problem`) by its line. A Hugging Face
 dataset name is not fetched (that needs the network): `rlvr doctor` reads it. A function term's module is
-imported here, in this process, as the scorer imports it before a run samples anything.
+imported here, in this process, as the scorer imports it before a run samples anything; so is the
+environment's factory and tools (``environment.factory``, ``environment.tools``), and one environment is built.
 """
 
 from __future__ import annotations
@@ -70,4 +71,11 @@ def check_references(recipe: Recipe) -> list[str]:
             check_signature(load_function(term.function), term.function, set(PASSED) | columns)
         except UserError as e:
             problems.append(f"reward.terms[{i}].function: {e.problems[0]}")
+    if recipe.environment is not None:  # its module imported and its class built once, as a run's start does
+        from rlvr_cli.envs.loading import load_environment
+
+        try:
+            load_environment(recipe.environment)
+        except UserError as e:
+            problems += e.problems
     return problems

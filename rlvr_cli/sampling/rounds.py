@@ -13,12 +13,15 @@ groups are the callers': this layer sits below the reward terms.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from rlvr_cli.envs import problem_row
 from rlvr_cli.keyed_random import row_keys, stream_key
 from rlvr_cli.sampling import Samples, SamplingOptions, generate
+from rlvr_cli.sampling.turns import generate_turns
 from rlvr_cli.tasks import Problem, encode_prompt
 
 
@@ -42,21 +45,48 @@ class SampledRound:
     """Each response decoded (special tokens skipped), as the verifiers read it."""
 
 
+@dataclass(frozen=True)
+class Turns:
+    """How a round samples multi-turn trajectories: a fresh episode per response (TRL builds one
+    environment_factory() object per rollout) and the recipe's ``environment.max_turns``."""
+
+    make_episode: Callable[[dict], object]
+    max_turns: int
+
+
 def draw_prompts(task, key: RoundKey, n: int) -> list[Problem]:
     """The round's ``n`` training prompts (every process draws the same)."""
     return task.train_problems(stream_key(key.seed, key.step, "prompts", key.round).rng(), n)
 
 
+@dataclass(frozen=True)
+class RoundSettings:
+    """How a round samples besides the recipe's ``rollout``: the autocast dtype, and multi-turn or not."""
+
+    autocast_dtype: torch.dtype | None = None
+    turns: Turns | None = None
+    """A recipe's ``environment:``: each response a multi-turn trajectory with its own episode
+    (:func:`rlvr_cli.sampling.turns.generate_turns`); None: single-turn."""
+
+
 def sample_round(model, tokenizer, task, rollout, key: RoundKey, problems: list[Problem], which: list[int],
-                 autocast_dtype: torch.dtype | None) -> SampledRound:
+                 settings: RoundSettings | None) -> SampledRound:
     """Sample ``rollout.group_size`` responses to each prompt ``problems[j]``, j in ``which``, with the
-    recipe's ``rollout`` settings under ``autocast_dtype``; response i of prompt j draws with the keys of
-    (key; j, i)."""
+    recipe's ``rollout`` settings and ``settings`` (None: no autocast, single-turn); response i of prompt j
+    draws with the keys of (key; j, i)."""
+    settings = settings or RoundSettings()
+    autocast_dtype, turns = settings.autocast_dtype, settings.turns
     g = rollout.group_size
     prompt_ids = [encode_prompt(tokenizer, task, problems[j]) for j in which]
     options = SamplingOptions(rollout.max_new_tokens, tokenizer.eos_token_id, tokenizer.pad_token_id,
                               rollout.temperature, rollout.top_p, rollout.top_k, ignore_eos=rollout.ignore_eos,
                               autocast_dtype=autocast_dtype)
     keys = row_keys(stream_key(key.seed, key.step, "sample", key.round), [(j, i) for j in which for i in range(g)])
-    out = generate(model, [ids for ids in prompt_ids for _ in range(g)], options, row_keys=keys)
+    flat = [ids for ids in prompt_ids for _ in range(g)]
+    if turns is None:
+        out = generate(model, flat, options, row_keys=keys)
+    else:
+        rows = [problem_row(problems[j]) for j in which for _ in range(g)]
+        out = generate_turns(model, tokenizer, flat, [turns.make_episode(row) for row in rows], rows, options,
+                             turns.max_turns, keys)
     return SampledRound(prompt_ids, out, [tokenizer.decode(ids, skip_special_tokens=True) for ids in out.response_ids])

@@ -1,5 +1,5 @@
-"""Tasks: prompt sources with held-out splits and gold answers (built-in `arithmetic`, `countdown` and
-`answer_check`, and `dataset` for any file or Hugging Face dataset)."""
+"""Tasks: prompt sources with held-out splits and gold answers (built-in `arithmetic`, `countdown`,
+`answer_check` and `calc` (for the calculator environment), and `dataset` for any file or Hugging Face dataset)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from rlvr_cli.fingerprints import data_fingerprint  # noqa: F401 - also this pac
 from rlvr_cli.tasks.base import Problem, Task, TraceTask, stable_hash
 from rlvr_cli.tasks.chat_render import render_chat
 
-BUILTIN_TASKS = ("arithmetic", "countdown", "answer_check")
+BUILTIN_TASKS = ("arithmetic", "countdown", "answer_check", "calc")
 """Tasks that need no data file: `--task NAME` and a recipe's `task: {name: NAME}` both accept them."""
 
 
@@ -23,6 +23,7 @@ def build_task(spec) -> Task:
             "arithmetic": schema.ArithmeticTaskSpec,
             "countdown": schema.CountdownTaskSpec,
             "answer_check": schema.AnswerCheckTaskSpec,
+            "calc": schema.CalcTaskSpec,
         }[spec]()
     if spec.name == "arithmetic":
         from rlvr_cli.tasks.arithmetic import ArithmeticTask
@@ -36,6 +37,10 @@ def build_task(spec) -> Task:
         from rlvr_cli.tasks.answer_check import AnswerCheckTask
 
         return AnswerCheckTask(spec)
+    if spec.name == "calc":
+        from rlvr_cli.tasks.calc import CalcTask
+
+        return CalcTask(spec)
     if spec.name == "reasoning_gym":
         from rlvr_cli.tasks.reasoning_gym import ReasoningGymTask
 

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr_cli.algo.aggregation import aggregation_normalizer
+from rlvr_cli.algo.env_tokens import EnvTokenMasks
+from rlvr_cli.envs.protocol import MODEL
 from rlvr_cli.train.objective import LossInputs
 from rlvr_cli.train.packing import Packed, length_sorted_chunks, pack, response_logprobs
 from rlvr_cli.train.rollouts.collect import Group
@@ -61,6 +64,15 @@ class Batch:
     """(B, Lr) float: the response tokens that count in the loss (masked truncations left out)."""
     zero_loss: torch.Tensor | None = None
     """(B,) bool: rows whose token loss is 0 whatever the weights (forwarded without a backward)."""
+    model_tokens: torch.Tensor | None = None
+    """(B, Lr) float: 1 on the response tokens the model wrote, 0 on environment tokens and padding
+    (multi-turn, ``environment:``); None for single-turn batches (every response token the model's)."""
+    calls: torch.Tensor | None = None
+    """(B,) tool calls per trajectory (multi-turn; None single-turn)."""
+    void_turns: torch.Tensor | None = None
+    """(B,) void turns per trajectory (multi-turn; None single-turn)."""
+    env_masks: EnvTokenMasks | None = None
+    """The loss's per-term token masks under ``environment:`` (phase 4, rlvr_cli/algo/env_tokens.py); None single-turn."""
 
     @classmethod
     def from_groups(cls, groups: list[Group], share: range, group_size: int, pad_id: int, device) -> Batch:
@@ -68,7 +80,7 @@ class Batch:
         mine = groups[share.start : share.stop]
         prompt_ids = [grp.prompt_ids for grp in mine for _ in range(group_size)]
         response_ids = [resp for grp in mine for resp in grp.response_ids]
-        return cls(
+        batch = cls(
             prompt_ids=prompt_ids,
             response_ids=response_ids,
             sampler_logprobs=[lp for grp in mine for lp in grp.logprobs],
@@ -84,6 +96,12 @@ class Batch:
             rows=range(share.start * group_size, share.stop * group_size),
             n_rows=len(groups) * group_size,
         )
+        if any(grp.origins for grp in groups):  # multi-turn: every group of a step has its trajectories' origins
+            batch.model_tokens = _origins(mine, batch.mask)
+            stats = [st for grp in mine for st in grp.episode_stats]
+            batch.calls = torch.tensor([st.calls for st in stats], dtype=torch.float32, device=device)
+            batch.void_turns = torch.tensor([st.void_turns for st in stats], dtype=torch.float32, device=device)
+        return batch
 
     def __len__(self) -> int:
         return len(self.response_ids)
@@ -109,8 +127,10 @@ class Batch:
     def loss_inputs(self, idx: torch.Tensor, width: int) -> LossInputs:
         """The fixed tensors of rows ``idx``, cut to the response ``width`` of their micro-batch."""
         cut = lambda t: None if t is None else t[idx, :width]  # noqa: E731
+        em = self.env_masks
         return LossInputs(cut(self.old_logp), cut(self.ref_logp), self.adv[idx].unsqueeze(1), cut(self.loss_mask),
-                          cut(self.is_weights), cut(self.behaviour_logp))
+                          cut(self.is_weights), cut(self.behaviour_logp),
+                          None if em is None else EnvTokenMasks(cut(em.policy), cut(em.kl), cut(em.divisor), cut(em.echo)))
 
     def pack(self, idx: torch.Tensor) -> Packed:
         """Rows ``idx`` as tensors, with their sampling supports when the rollout truncated (top-k / top-p)."""
@@ -131,6 +151,21 @@ class Batch:
                 ent[idx.to(self.device), : lp.shape[1]] = h
         return (out, ent) if with_entropy else out
 
+    def loss_counts(self, idx: torch.Tensor, aggregation: str) -> list:
+        """The minibatch ``idx``'s normaliser Z (:func:`~rlvr_cli.algo.aggregation.aggregation_normalizer`, over
+        the divisor's tokens under ``environment:``), its loss tokens and its echo tokens (this rank's)."""
+        rows, em = idx.to(self.device), self.env_masks
+        if em is None:
+            mb = self.loss_mask[rows]
+            return [aggregation_normalizer(mb, aggregation), mb.sum(), 0.0]
+        echo = 0.0 if em.echo is None else float(em.echo[rows].sum())
+        return [aggregation_normalizer(em.divisor[rows], aggregation), em.carry[rows].sum(), echo]
+
+    @property
+    def sampled_mask(self) -> torch.Tensor:
+        """(B, Lr) float: the response tokens the sampler drew (and has log-probs for): the model's."""
+        return self.mask if self.model_tokens is None else self.mask * self.model_tokens
+
     def sampler_logp(self) -> torch.Tensor:
         """(B, Lr) the sampler's log-probs of the responses (0 on padding)."""
         out = torch.zeros(len(self), self.width, device=self.device)
@@ -138,6 +173,15 @@ class Batch:
             if lp:
                 out[i, : len(lp)] = torch.tensor(lp, device=self.device)
         return out
+
+
+def _origins(groups: list[Group], mask: torch.Tensor) -> torch.Tensor:
+    """(B, Lr) float model-token indicator of the groups' responses (rlvr_cli.envs.protocol.MODEL = 1)."""
+    out = torch.zeros_like(mask)
+    for i, org in enumerate(o for grp in groups for o in grp.origins):
+        if org:
+            out[i, : len(org)] = torch.tensor(org, dtype=out.dtype, device=out.device) == MODEL
+    return out
 
 
 def _term_values(groups: list[Group], rows: int, device) -> torch.Tensor:

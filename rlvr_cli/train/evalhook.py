@@ -5,6 +5,7 @@ from __future__ import annotations
 from rlvr_cli import dist
 from rlvr_cli.evaluation import cache
 from rlvr_cli.evaluation.core import evaluate_policy
+from rlvr_cli.evaluation.decoding import environment_turns
 from rlvr_cli.evaluation.settings import EvalSettings
 
 
@@ -31,8 +32,8 @@ def eval_and_record(session, task, scorer, step: int) -> dict:
 
 
 def _initial_key(session, task) -> str | None:
-    if not cache.enabled() or dist.world()[1] > 1:
-        return None
+    if not cache.enabled() or dist.world()[1] > 1 or session.recipe.environment is not None:
+        return None  # (the cache keys single-turn evaluations only)
     r = session.recipe
     try:
         return cache.initial_eval_key(session.model, session.tokenizer, task, r.task, r.reward, _settings(r.eval),
@@ -49,5 +50,7 @@ def _settings(spec) -> dict:
 
 
 def _evaluate(session, task, scorer, spec) -> dict:
-    return evaluate_policy(session.model, session.tokenizer, task, scorer, EvalSettings(**_settings(spec)),
+    r = session.recipe  # a multi-turn recipe is evaluated multi-turn, with its environment
+    turns = environment_turns(r.environment, r.model.name, session.tokenizer, task, r.reward.extract)
+    return evaluate_policy(session.model, session.tokenizer, task, scorer, EvalSettings(**_settings(spec), turns=turns),
                            autocast_dtype=session.autocast_dtype)

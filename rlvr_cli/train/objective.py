@@ -25,6 +25,8 @@ from rlvr_cli.algo.entropy_remedies import (
     token_covariance,
     top_entropy_mask,
 )
+from rlvr_cli.algo.aggregation import aggregate
+from rlvr_cli.algo.env_tokens import EnvTokenMasks, call_cost_rewards, echo_loss, env_token_masks, void_turn_rows
 from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
 from rlvr_cli.algo.length_control import length_controlled_rewards
 from rlvr_cli.algo.overlong import soft_overlong_penalty
@@ -36,14 +38,22 @@ from rlvr_cli.algo.policy_loss import SurrogateOut
 from rlvr_cli.recipe.schema import Recipe
 
 
-def shape_rewards(recipe: Recipe, rewards, response_lengths, old_logp, ref_logp, mask) -> torch.Tensor:
-    """The reward the advantages see: raw ``rewards`` (B,) + length controls + DAPO soft overlong penalty on the
-    ``response_lengths`` (B,), then KL in the reward (r <- r - beta * sum_t k1_t) when the reference's
-    log-probs ``ref_logp`` (B, T) were computed."""
+def shape_rewards(recipe: Recipe, rewards, response_lengths, old_logp, ref_logp, mask, model_tokens=None,
+                  calls=None) -> torch.Tensor:
+    """The reward the advantages see: raw ``rewards`` (B,) + length controls - the tool calls' price
+    (``environment.call_cost`` times ``calls`` (B,), multi-turn) + DAPO soft overlong penalty on the
+    ``response_lengths`` (B,, environment tokens included), then KL in the reward (r <- r - beta * sum_t
+    k1_t) when the reference's log-probs ``ref_logp`` (B, T) were computed, over the model's tokens
+    (``model_tokens`` (B, T)) unless ``environment.kl_on_env_tokens``."""
     shaped = rewards.clone()
     if (lc := recipe.reward.length_control) is not None:  # first, on group-major rows; c_i = r_i > 0 (schema)
         r, n = rewards.view(-1, recipe.rollout.group_size), response_lengths.view(-1, recipe.rollout.group_size)
         shaped = length_controlled_rewards(r, n, r > 0, *lc.weights()).flatten()
+    env = recipe.environment
+    if env is not None and calls is not None:  # the calls' price, after the length controls (they read raw r)
+        shaped = call_cost_rewards(shaped, calls, env.call_cost)
+        if model_tokens is not None and not env.kl_on_env_tokens:
+            mask = mask * model_tokens
     sp = recipe.overlong.soft_punish
     if sp is not None:
         shaped = shaped + soft_overlong_penalty(response_lengths, recipe.rollout.max_new_tokens, sp.buffer, sp.factor)
@@ -159,6 +169,8 @@ class LossInputs:
     """(B, T) per-token weights of the policy loss (importance weights, M2PO's mask); None: no correction."""
     behaviour_logp: torch.Tensor | None = None
     """(B, T) the behaviour policy's log-probs when off_policy.behaviour_kl is on (rlvr_cli/train/off_policy.py)."""
+    env: EnvTokenMasks | None = None
+    """Multi-turn: each term's tokens (rlvr_cli/algo/env_tokens.py; ``loss_mask`` is then its policy mask P); None single-turn."""
 
 
 def token_loss(recipe: Recipe, logp, entropy, rows: LossInputs, sel: TokenSelection | None = None,
@@ -182,16 +194,45 @@ def token_loss(recipe: Recipe, logp, entropy, rows: LossInputs, sel: TokenSelect
         loss = loss + kl_cov_penalty((logp - old_logp) * loss_mask, sel.penalised, lo.cov_penalty.coef)
     if is_weights is not None:
         loss = loss * is_weights
+    on = (lambda t, m: t) if rows.env is None else (lambda t, m: t * m)  # noqa: E731 - each term on its tokens
+    policy = None if rows.env is None else rows.env.policy
+    loss = on(loss, policy)
     if ref_logp is not None and kl.in_loss:
-        loss = loss + kl.beta * KL_ESTIMATORS[kl.estimator](logp, ref_logp)
+        loss = loss + on(kl.beta * KL_ESTIMATORS[kl.estimator](logp, ref_logp), None if rows.env is None else rows.env.kl)
     # --- off_policy.behaviour_kl (issue 41): + tau * KL_t(pi_theta || pi_behaviour), prime-rl's kl_tau
     if rows.behaviour_logp is not None:
         bk = recipe.off_policy.behaviour_kl
-        loss = loss + bk.coef * behaviour_kl(logp, rows.behaviour_logp, bk.estimator)
+        loss = loss + on(bk.coef * behaviour_kl(logp, rows.behaviour_logp, bk.estimator), policy)
     alpha = lo.entropy_coef if entropy_coef is None else entropy_coef
     if alpha:
-        loss = loss - alpha * entropy
+        loss = loss - on(alpha * entropy, policy)
     return loss, sur
+
+
+def environment_masks(recipe: Recipe, loss_mask, model_tokens, void_turns) -> EnvTokenMasks | None:
+    """Multi-turn (``environment:``): each loss term's tokens (:func:`rlvr_cli.algo.env_tokens.env_token_masks`)
+    from the ``loss_mask`` (B, T) after truncation, the ``model_tokens`` (B, T) and each row's
+    ``void_turns`` (B,), whose rows SimpleTIR's filter leaves out; None for a single-turn batch."""
+    env = recipe.environment
+    if env is None or model_tokens is None:
+        return None
+    if env.void_turn_filter:
+        loss_mask = loss_mask * (~void_turn_rows(void_turns)).to(loss_mask.dtype).unsqueeze(1)
+    return env_token_masks(loss_mask, model_tokens, env.env_tokens, env.kl_on_env_tokens, env.divisor_counts_env_tokens)
+
+
+def aggregate_loss(recipe: Recipe, tok_loss, logp, rows: LossInputs, z: float, echo_tokens: float) -> torch.Tensor:
+    """The micro-batch's share of the minibatch loss: the token loss aggregated (loss.aggregation, the
+    minibatch's normaliser ``z``), under ``environment:`` over each term's tokens with the divisor's
+    lengths, plus echo's cross-entropy over its ``echo_tokens`` (rlvr_cli/algo/env_tokens.py)."""
+    lo, em = recipe.loss, rows.env
+    if em is None:
+        return aggregate(tok_loss, rows.loss_mask, lo.aggregation, lo.length_constant, normalizer=z)
+    carry = torch.maximum(em.policy, em.kl)
+    loss = aggregate(tok_loss, carry, lo.aggregation, lo.length_constant, normalizer=z, divisor_mask=em.divisor)
+    if em.echo is not None:
+        loss = loss + echo_loss(logp, em.echo, recipe.environment.echo_weight, echo_tokens)
+    return loss
 
 
 @dataclass
@@ -233,11 +274,12 @@ def zero_loss_rows(recipe: Recipe, adv: torch.Tensor, ref_logp, loss_mask: torch
       -min(rho*0, clip(rho)*0) = 0 (every loss.objective is proportional to A), and its top-entropy
       mask, Clip-Cov's detach and the importance weights keep it 0; not with KL in the loss, an
       entropy bonus (fixed or adaptive) or KL-Cov's penalty (it can pick any token), which reach
-      such a row whatever A is; nor with off_policy.behaviour_kl, the same.
+      such a row whatever A is; nor with off_policy.behaviour_kl, the same; nor with echo's cross-entropy.
+      Under ``environment:`` pass the tokens that carry any term (:attr:`EnvTokenMasks.carry`) as ``loss_mask``.
     """
-    cov = recipe.loss.cov_penalty
+    cov, env = recipe.loss.cov_penalty, recipe.environment
     terms_without_adv = ((ref_logp is not None and recipe.kl.in_loss) or recipe.loss.entropy_coef
                          or recipe.loss.entropy_control is not None or (cov is not None and cov.type == "kl_cov")
-                         or recipe.off_policy.behaviour_kl is not None)
+                         or recipe.off_policy.behaviour_kl is not None or (env is not None and env.env_tokens == "echo"))
     no_loss_token = loss_mask.sum(dim=1) == 0
     return no_loss_token if terms_without_adv else no_loss_token | (adv == 0)

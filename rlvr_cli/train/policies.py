@@ -37,12 +37,15 @@ def reference_needed(session, step: int) -> bool:
 
 def old_logprob_source(recipe: Recipe, session) -> str:
     """`sampler` when the sampling pass computes exactly what the trainer would (float32, no autocast);
-    `recompute` otherwise, and whenever an importance-sampling correction needs both sets.
+    `recompute` otherwise, and whenever an importance-sampling correction needs both sets; always
+    `recompute` under ``environment:`` (a multi-turn trajectory's environment tokens were never sampled).
 
     With a stale batch (``rollout.staleness.max`` > 0) `auto` keeps the sampler's (the behaviour
     policy, which no recompute with the current weights gives) unless ``rollout.is_correction`` asks
     for the proximal policy beside it (decoupled PPO)."""
     choice = recipe.rollout.old_logprobs
+    if recipe.environment is not None:  # the sampler has no log-prob of an environment token
+        return "recompute"
     if choice != "auto":
         return choice
     corrected = recipe.rollout.is_correction.mode != "none"
@@ -70,7 +73,10 @@ def step_logprobs(session, batch: Batch, reference, source: str, step: int):
     # the weights act on each rank's own tokens; the statistics are the whole batch's
     ic = r.rollout.is_correction
     sampler_logp = batch.sampler_logp()
-    isc = is_correction_weights(batch.old_logp, sampler_logp, batch.mask, ic.mode, ic.cap, ic.cap_low)
-    isc.stats = batch_mismatch_stats(isc, batch.old_logp, sampler_logp, batch.mask)
+    sampled = batch.sampled_mask  # the tokens the sampler drew (environment tokens have no sampler log-prob)
+    isc = is_correction_weights(batch.old_logp, sampler_logp, sampled, ic.mode, ic.cap, ic.cap_low)
+    isc.stats = batch_mismatch_stats(isc, batch.old_logp, sampler_logp, sampled)
+    if batch.model_tokens is not None:  # an environment token's weight is 1 (no sampler to correct for)
+        isc.weights = torch.where(sampled > 0, isc.weights, torch.ones_like(isc.weights))
     batch.is_weights = isc.weights if ic.mode != "none" else None
     return isc

@@ -48,7 +48,6 @@ from pathlib import Path
 import torch
 
 from rlvr_cli import dist
-from rlvr_cli.algo.aggregation import aggregate, aggregation_normalizer
 from rlvr_cli.console import console
 from rlvr_cli.keyed_random import stream_key
 from rlvr_cli.metrics import step_row
@@ -61,8 +60,8 @@ from rlvr_cli.tasks import build_task
 from rlvr_cli.train.batch import Batch
 from rlvr_cli.train.loop import RunHooks, apply_update, run_steps, schedule_step
 from rlvr_cli.train.objective import (
-    EntropyControl, TokenSelection, decoupled_terms, shape_rewards, step_advantages, token_loss, token_selection,
-    uses_token_selection, zero_loss_rows,
+    EntropyControl, TokenSelection, aggregate_loss, decoupled_terms, environment_masks, shape_rewards,
+    step_advantages, token_loss, token_selection, uses_token_selection, zero_loss_rows,
 )
 from rlvr_cli.train.packing import length_sorted_chunks, response_logprobs
 from rlvr_cli.train.parallel import full_state_dict, micro_batch_passes
@@ -177,7 +176,8 @@ def _train_step(session: Session, rollouts: RolloutSource, reference, source: st
     time_ref = time.perf_counter() - t0
 
     # 3. reward shaping and 4. advantages, over the whole step's batch (every rank computes them all)
-    shaped = shape_rewards(r, batch.rewards, batch.response_lengths, batch.old_logp, batch.ref_logp, batch.mask)
+    shaped = shape_rewards(r, batch.rewards, batch.response_lengths, batch.old_logp, batch.ref_logp, batch.mask,
+                           batch.model_tokens, batch.calls)
     batch.shaped = torch.tensor(dist.gather_concat(shaped.tolist()), device=batch.device)
     terms = decoupled_terms(r, batch.term_values, batch.response_lengths)  # GDPO's terms, None for a sum
     if terms is not None:
@@ -188,7 +188,11 @@ def _train_step(session: Session, rollouts: RolloutSource, reference, source: st
     batch.loss_mask = batch.mask.clone()
     if r.overlong.mask_truncated:
         batch.loss_mask[batch.truncated] = 0.0
-    batch.zero_loss = zero_loss_rows(r, batch.adv, batch.ref_logp, batch.loss_mask)
+    batch.env_masks = environment_masks(r, batch.loss_mask, batch.model_tokens, batch.void_turns)
+    if batch.env_masks is not None:  # multi-turn: the policy loss's tokens (KL, divisor, echo: their own masks)
+        batch.loss_mask = batch.env_masks.policy
+    carry = batch.loss_mask if batch.env_masks is None else batch.env_masks.carry
+    batch.zero_loss = zero_loss_rows(r, batch.adv, batch.ref_logp, carry)
     row.update(apply_off_policy(session, batch, source))  # M2PO's mask, the behaviour KL's log-probs (off_policy)
 
     # 5. updates
@@ -236,8 +240,8 @@ def _minibatch_update(session: Session, batch: Batch, mb_idx, stats: UpdateStats
     """One optimiser update on a minibatch (this rank's rows ``mb_idx``), accumulated over micro-batches;
     ``choice`` keys the Clip-Cov tie-break draws."""
     r = session.recipe
+    z, loss_tokens, echo_tokens = dist.all_reduce(batch.loss_counts(mb_idx, r.loss.aggregation), "sum")
     mb_mask = batch.loss_mask[mb_idx.to(batch.device)]
-    z, loss_tokens = dist.all_reduce([aggregation_normalizer(mb_mask, r.loss.aggregation), mb_mask.sum()], "sum")
     # no loss token: the gradient is exactly zero, and a step would still move the weights (momentum)
     no_loss_tokens = loss_tokens == 0
     sel = None
@@ -251,7 +255,8 @@ def _minibatch_update(session: Session, batch: Batch, mb_idx, stats: UpdateStats
                                          batch.lengths, r.optim.micro_batches)
     total = 0.0  # the zero-loss rows' loss (0, or not finite where a backward would have seen that) first
     for rows, backward in micro_batch_passes(session, backprop, zero_loss, backward=not no_loss_tokens):
-        total += _micro_batch(session, batch, rows, z, sel, stats, first_pass=first_pass, backward=backward)
+        total += _micro_batch(session, batch, rows, (z, echo_tokens), sel, stats, first_pass=first_pass,
+                              backward=backward)
     total = dist.all_reduce_sum(total)
     if ctl is not None:
         _advance_entropy_control(session, ctl, stats)
@@ -299,10 +304,10 @@ def _minibatch_selection(session: Session, batch: Batch, mb_idx, generator) -> T
     return token_selection(r, logp, ent, batch.old_logp, batch.adv.unsqueeze(1), mask, generator)
 
 
-def _micro_batch(session: Session, batch: Batch, idx, z: float, sel: TokenSelection | None, stats: UpdateStats,
-                 first_pass: bool, backward: bool) -> float:
+def _micro_batch(session: Session, batch: Batch, idx, z: tuple[float, float], sel: TokenSelection | None,
+                 stats: UpdateStats, first_pass: bool, backward: bool) -> float:
     """Forward (and backward) one micro-batch of rows ``idx``; returns its share of the minibatch loss
-    (normalised by the minibatch's ``z``)."""
+    (normalised by the minibatch's ``z``: its aggregation normaliser and its echo tokens)."""
     r = session.recipe
     mb = batch.pack(idx)
     w, didx = mb.response_width, idx.to(batch.device)
@@ -314,10 +319,10 @@ def _micro_batch(session: Session, batch: Batch, idx, z: float, sel: TokenSelect
     tok_loss, sur = token_loss(r, logp, ent, rows, sel=sel_rows, entropy_coef=stats.alpha)
     keep = sel_rows.keep if sel_rows is not None and sel_rows.keep is not None else 1.0
     stats.add_update_entropy(ent, rows.loss_mask * keep)  # the policy loss's tokens (after the top-entropy mask)
-    loss = aggregate(tok_loss, rows.loss_mask, r.loss.aggregation, r.loss.length_constant, normalizer=z)
+    loss = aggregate_loss(r, tok_loss, logp, rows, *z)
     if backward:
         (loss * session.grad_scale).backward()
     stats.add_tokens(sur, rows.loss_mask)
     if first_pass:  # entropy of the policy that sampled, over every response token
-        stats.add_entropy(ent, batch.mask[didx, :w])
+        stats.add_entropy(ent, batch.sampled_mask[didx, :w])
     return float(loss.detach())

@@ -21,6 +21,7 @@ from rlvr_cli.algo.kl import KL_ESTIMATORS
 from rlvr_cli.algo.advantages import zero_spread_groups
 from rlvr_cli.algo.length_bias import LengthBias, length_bias
 from rlvr_cli.algo.policy_loss import SurrogateOut
+from rlvr_cli.envs.protocol import ENVIRONMENT
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.train.batch import Batch
 from rlvr_cli.train.objective import TokenSelection
@@ -196,6 +197,32 @@ def rollout_metrics(rs: RolloutStats, group_size: int, term_names: list[str] = (
         "gen_tokens": rs.gen_tokens,
         "stale_batches_dropped": rs.batches_dropped,
         **{name: mean(v[j] for grp in sampled for v in grp.term_values if j < len(v)) for j, name in enumerate(term_names)},
+        **tool_metrics(sampled),
+    }
+
+
+TOOL_KEYS = ("tools/call_rate", "tools/failure_rate", "tools/env_token_share", "tools/turns_mean", "tools/acc_with_call",
+             "tools/acc_without_call", "tools/void_turns", "tools/prefix_mismatches")
+
+
+def tool_metrics(sampled: list[Group]) -> dict:
+    """The multi-turn statistics of everything sampled this step (names and meanings: :mod:`rlvr_cli.metrics`);
+    every value null for single-turn groups."""
+    stats = [st for grp in sampled for st in grp.episode_stats]
+    if not stats:
+        return dict.fromkeys(TOOL_KEYS)
+    correct = [c for grp in sampled for c in grp.correct]
+    origins = [o for grp in sampled for org in grp.origins for o in org]
+    calls = sum(st.calls for st in stats)
+    return {
+        "tools/call_rate": mean(st.calls for st in stats),
+        "tools/failure_rate": sum(st.failures for st in stats) / calls if calls else None,
+        "tools/env_token_share": mean(o == ENVIRONMENT for o in origins),
+        "tools/turns_mean": mean(st.turns for st in stats),
+        "tools/acc_with_call": mean(c for c, st in zip(correct, stats) if st.calls),
+        "tools/acc_without_call": mean(c for c, st in zip(correct, stats) if not st.calls),
+        "tools/void_turns": mean(st.void_turns for st in stats),
+        "tools/prefix_mismatches": sum(m for grp in sampled for m in grp.prefix_mismatches),
     }
 
 
@@ -264,6 +291,8 @@ def sample_rows(groups: list[Group], advantages: list[float]) -> list[dict]:
                     "reward": grp.rewards[j],
                     "correct": grp.correct[j],
                     "advantage": advantages[k] if k < len(advantages) else None,
+                    **({"tool_calls": grp.episode_stats[j].calls, "tool_notes": grp.episode_stats[j].notes}
+                       if grp.episode_stats else {}),  # multi-turn: what the environment saw
                 })
             k += 1
     return records

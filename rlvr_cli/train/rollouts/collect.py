@@ -23,11 +23,13 @@ from typing import Protocol
 
 import torch
 
+from rlvr_cli.envs.protocol import EpisodeStats
+from rlvr_cli.evaluation.decoding import environment_turns
 from rlvr_cli.models import sampling_autocast
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import ScoreItem
 from rlvr_cli.sampling import TokenSupport
-from rlvr_cli.sampling.rounds import RoundKey, draw_prompts, sample_round
+from rlvr_cli.sampling.rounds import RoundKey, RoundSettings, draw_prompts, sample_round
 from rlvr_cli.tasks import Problem
 from rlvr_cli.train.rollouts.lag import policy_lag
 from rlvr_cli import dist
@@ -52,6 +54,13 @@ class Group:
     supports: list[TokenSupport] = field(default_factory=list)
     """Each response's sampling supports under top-k / top-p (empty without truncation): the trainer's
     log-probs are renormalised over them (rlvr_cli/algo/logprobs.py)."""
+    origins: list[list[int]] = field(default_factory=list)
+    """Multi-turn (``environment:``): per response token, :data:`~rlvr_cli.envs.protocol.MODEL` or
+    ``ENVIRONMENT``; empty for single-turn groups (every token the model's)."""
+    episode_stats: list[EpisodeStats] = field(default_factory=list)
+    """Multi-turn: each trajectory's counters (calls, failures, turns, void turns); empty for single-turn."""
+    prefix_mismatches: list[int] = field(default_factory=list)
+    """Multi-turn: each trajectory's re-tokenisation mismatches at a reply's seam (rlvr_cli/sampling/turns.py)."""
 
     def informative(self, metric: str) -> bool:
         values = self.correct if metric == "accuracy" else self.rewards
@@ -140,6 +149,7 @@ def _rounds(session: RolloutSession, task, scorer, step: int, max_rounds: int, s
     r = session.recipe
     ro, ds = r.rollout, r.dynamic_sampling
     tok, model, g = session.tokenizer, session.model, ro.group_size
+    turns = environment_turns(r.environment, r.model.name, tok, task, r.reward.extract)
     for round_ in range(max_rounds):
         stats.rounds += 1
         key = RoundKey(r.seed, step, round_)
@@ -147,7 +157,7 @@ def _rounds(session: RolloutSession, task, scorer, step: int, max_rounds: int, s
         stats.prompts_sampled += len(problems)
         mine = dist.share(len(problems))  # this rank's prompts (all of them in one process)
         t0 = time.perf_counter()
-        sampled = sample_round(model, tok, task, ro, key, problems, mine, sample_autocast(r, session))
+        sampled = sample_round(model, tok, task, ro, key, problems, mine, RoundSettings(sample_autocast(r, session), turns))
         prompt_ids, out, texts = sampled.prompt_ids, sampled.samples, sampled.texts
         stats.time_sample_s += time.perf_counter() - t0
         stats.gen_tokens += out.gen_tokens
@@ -158,6 +168,7 @@ def _rounds(session: RolloutSession, task, scorer, step: int, max_rounds: int, s
             for k in range(len(texts))
         ]
         scores = scorer.score(items)
+        env_rewards = environment_rewards(out, len(texts))
         stats.time_verify_s += time.perf_counter() - t0
         local = []
         for i, j in enumerate(mine):
@@ -169,11 +180,12 @@ def _rounds(session: RolloutSession, task, scorer, step: int, max_rounds: int, s
                 logprobs=out.logprobs[sl],
                 finish_reasons=out.finish_reasons[sl],
                 texts=texts[sl],
-                rewards=[s.reward for s in scores[sl]],
+                rewards=[s.reward + e for s, e in zip(scores[sl], env_rewards[sl])],
                 correct=[s.correct for s in scores[sl]],
                 outcomes=[s.outcome for s in scores[sl]],
                 term_values=[list(s.terms.values()) for s in scores[sl]],
                 supports=out.supports[sl],
+                **_trajectory_fields(out, sl),
             ))
         for grp in dist.gather_concat(local):  # the round's groups in global order, on every rank
             stats.sampled.append(grp)
@@ -183,3 +195,19 @@ def _rounds(session: RolloutSession, task, scorer, step: int, max_rounds: int, s
                 stats.groups_dropped += 1
         if len(kept) >= ro.prompts_per_step:
             break
+
+
+def environment_rewards(out, n: int) -> list[float]:
+    """Each trajectory's environment reward (TRL's ``get_reward()``, summed with the reward terms at
+    weight 1, as TRL sums its reward sources); 0.0 without an environment or where it has none."""
+    episodes = getattr(out, "episodes", None) or []
+    values = [ep.reward() for ep in episodes]
+    return [float(v) if v is not None else 0.0 for v in values] if values else [0.0] * n
+
+
+def _trajectory_fields(out, sl: slice) -> dict:
+    """A group's multi-turn fields (origins, episode counters, seam mismatches); none for single-turn."""
+    if not getattr(out, "episodes", None):
+        return {}
+    return {"origins": out.origins[sl], "episode_stats": [ep.stats for ep in out.episodes[sl]],
+            "prefix_mismatches": out.prefix_mismatches[sl]}
