@@ -259,7 +259,7 @@ NOT_AXES = {"name", "description", "algorithm", "seed", "steps", "device", "thre
 """Recipe sections that choose no term of the objective (what runs, where, how it is logged and scaled):
 no axis row. Every other top-level section is named by a row of the README's axis table."""
 
-AWAITING_ROW = {"environment"}
+AWAITING_ROW: set[str] = set()
 """Sections whose axis row lands with their own change: ``environment`` (tools, multi-turn rollouts) gets
 its README row from the branch that builds the environment: section. Until it has one it is let off;
 once a row names it, that row is checked like every other (its fields in the schema, above)."""
