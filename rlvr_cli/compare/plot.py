@@ -58,17 +58,42 @@ LENGTH_BIAS_PANELS = [
         ("incorrect: corr(length, weight); truncation", [("gw_len_corr_incorrect", "-"), ("truncated_frac", "--")], False),
     ]
 ]
+TOOLS_PANELS = [
+    # drawn only when some run had tools in the loop (docs/tools.md): how often it calls, and what a call buys
+    (title, [(key, style, label(key)) for key, style in lines], log)
+    for title, lines, log in [
+        ("tool calls per trajectory; failed share", [("tools/call_rate", "-"), ("tools/failure_rate", "--")], False),
+        ("accuracy with and without a call", [("tools/acc_with_call", "-"), ("tools/acc_without_call", "--")], False),
+    ]
+]
+STYLES = ("-", "--", ":", "-.")
 BAND_ALPHA = 0.18
+
+
+def reward_term_panels(variants: list[Variant]) -> list:
+    """One panel of each reward term's mean (``rewards/<term>/mean``, before weighting) when some run logged
+    more than one term, paired with the shaped reward so that the panels stay two to a row."""
+    terms = sorted({k for v in variants for r in v.runs for k in r.metrics.columns
+                    if k.startswith("rewards/") and k.endswith("/mean") and r.series(k) is not None})
+    if len(terms) < 2:
+        return []
+    lines = [(k, STYLES[i % len(STYLES)], k[len("rewards/"):-len("/mean")]) for i, k in enumerate(terms)]
+    return [("reward terms (mean, before weighting)", lines, False),
+            ("reward: raw and shaped", [(k, st, label(k)) for k, st in (("reward_mean", "-"),
+                                                                       ("reward_shaped_mean", "--"))], False)]
 
 
 def make_figure(variants: list[Variant], smooth: int = 5, band: str = "minmax", against: dict | None = None) -> Figure:
     """Build the figure (not saved): 6 per-step panels (2 more when some run logged a remedy's statistics,
-    2 more when some run logged the length-bias metrics), the pass@k panel and a legend panel, and with
+    2 more for the length-bias metrics, 2 for tools in the loop, 2 for reward terms when a run has several),
+    the pass@k panel and a legend panel, and with
     two or more variants and ``against`` (:func:`rlvr_cli.compare.against.compare_to_control`) a forest
     plot of each arm's paired difference from the control."""
     logged = lambda metrics: any(r.series(k) is not None for v in variants for r in v.runs for k, _, _ in metrics)  # noqa: E731
     panels = STEP_PANELS + (REMEDY_PANELS if any(logged(m) for _, m, _ in REMEDY_PANELS) else [])
     panels += LENGTH_BIAS_PANELS if logged(LENGTH_BIAS_PANELS[0][1]) else []
+    panels += TOOLS_PANELS if logged(TOOLS_PANELS[0][1]) else []
+    panels += reward_term_panels(variants)
     forest = against is not None and len(variants) > 1
     rows = len(panels) // 2 + 1
     fig = Figure(figsize=(13, 3.75 * rows + (0.6 + 0.45 * len(variants) if forest else 0)), layout="constrained")
