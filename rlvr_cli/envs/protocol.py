@@ -1,6 +1,6 @@
 """The contract between an environment and the multi-turn sampler.
 
-The sampler (rlvr_cli/train/rollouts) knows nothing of tools: for each trajectory it asks
+The sampler (rlvr_cli/sampling/turns.py, called by rlvr_cli/train/rollouts) knows nothing of tools: for each trajectory it asks
 :func:`Episode.reset` for text to append after the prompt (usually none), samples a model turn until EOS,
 the token budget or one of :attr:`Episode.stop_strings` (the end of a tool call), hands the turn's text to
 :meth:`Episode.step`, and appends the :class:`ToolReply`'s tokens with origin *environment*, then samples
