@@ -4,7 +4,9 @@ Grouping rule: two runs are seeds of one variant when their flattened recipes (d
 ``loss.clip.eps_high``) agree on every *identifying* key. A key is identifying unless it is in
 :data:`NEVER_IDENTIFYING` or under a prefix of :data:`NEVER_IDENTIFYING_PREFIXES` (names, seed, where
 and how fast it ran, checkpointing, when and at which k evaluation happened: none changes what is
-trained or what an evaluation measures). Two special cases:
+trained or what an evaluation measures). A key that some runs lack and the rest hold as null is a section
+added to the schema since the older runs were written (off by default): it does not split them. Two special
+cases:
 
 - ``steps`` identifies a variant only when ``optim.schedule`` is not ``constant``: with a decaying
   schedule the number of steps shapes the learning-rate curve; otherwise a longer run is the same
@@ -88,8 +90,9 @@ def identifying_items(flat: dict[str, object]) -> dict[str, object]:
 def group_variants(runs: list[Run], label_by: str | None = None) -> list[Variant]:
     """Group ``runs`` by identical identifying keys (first-seen order) and label each group."""
     groups: dict[tuple, Variant] = {}
-    for run in runs:
-        ident = identifying_items(flatten(run.recipe))
+    idents = [identifying_items(flatten(run.recipe)) for run in runs]
+    _added_later(idents)
+    for run, ident in zip(runs, idents):
         key = tuple(sorted((k, format_value(v)) for k, v in ident.items()))
         groups.setdefault(key, Variant(key=key, runs=[])).runs.append(run)
     variants = list(groups.values())
@@ -97,6 +100,19 @@ def group_variants(runs: list[Run], label_by: str | None = None) -> list[Variant
         v.runs.sort(key=lambda r: (r.seed is None, r.seed if r.seed is not None else 0, str(r.path)))
     _label(variants, label_by)
     return variants
+
+
+def _added_later(idents: list[dict]) -> None:
+    """Fill in, as null, a key some runs lack entirely when every run that holds it as a value holds null: a
+    recipe section added to the schema after those runs were written (off by default), so absent and null
+    are one choice, not two variants (a run that sets the section's fields is still its own)."""
+    keys = {k for i in idents for k in i}
+    lacks = lambda i, k: k not in i and not any(x.startswith(k + ".") for x in i)  # noqa: E731
+    for k in keys:
+        if any(lacks(i, k) for i in idents) and all(i[k] is None for i in idents if k in i):
+            for i in idents:
+                if lacks(i, k):
+                    i[k] = None
 
 
 def differing_axes(variants: list[Variant]) -> list[str]:

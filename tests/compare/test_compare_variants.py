@@ -98,3 +98,15 @@ def test_a_section_set_in_one_variant_and_null_in_another_is_named_as_a_whole(tm
     runs = _runs(tmp_path, {"plain": (plain, 0), "punished": (punished, 0)})
     labels = sorted(v.label for v in group_variants(runs))
     assert labels == ["overlong.soft_punish=null", "overlong.soft_punish={buffer=16,factor=1}"]
+
+
+def test_a_section_added_to_the_schema_later_does_not_split_old_and_new_runs(tmp_path):
+    old, new = recipe(), recipe()
+    new["environment"] = None  # written after the environment: section existed (off by default)
+    on = recipe()
+    on["environment"] = {"factory": "builtin:calculator"}
+    (v,) = group_variants(_runs(tmp_path / "a", {"old": (old, 0), "new": (new, 1)}))
+    assert v.seeds == [0, 1]
+    # set in one run, the section is a real axis: absent and null there are the same choice, not a third
+    variants = group_variants(_runs(tmp_path / "b", {"old": (old, 0), "new": (new, 1), "on": (on, 2)}))
+    assert sorted(len(x.runs) for x in variants) == [1, 2]
