@@ -1,6 +1,9 @@
 """What a sweep checks before it writes anything: each directory it will write is one it can create or
 write in, no path is longer than the file system allows, each run's process count is one its recipe can
-run, and nothing of the user's is where the sweep would overwrite it (sweep.json, the comparison's files).
+run (`rlvr train --nproc`'s own refusals: the overlapped trainer on one process, a group per process), what
+each run's recipe points at exists and fits (its data files and rows, its reward functions: imported in a
+child process, as `rlvr recipes validate` checks them), and nothing of the user's is where the sweep would
+overwrite it (sweep.json, the comparison's files).
 
 `rlvr sweep` and its `--dry-run` both run these checks once the spec is expanded (every run's recipe
 checked, :mod:`.spec`): :func:`check_outputs` before the run directories are read
@@ -53,10 +56,31 @@ def check_outputs(plans: list[Plan]) -> None:
 
 def check_runs(plans: list[Plan], states: list[dict[str, str]]) -> None:
     """Each run that will train (``states``: :func:`rlvr_cli.sweep.state.plan_states`): its paths' lengths, the
-    directory it is made in, its process count. Raises ``UserError`` with one line per problem; writes nothing."""
+    directory it is made in, its process count, what its recipe points at. Raises ``UserError`` with one line per problem; writes nothing."""
     probed: dict[Path, str | None] = {}
     _raise([p for plan, st in zip(plans, states) for r in [*plan.needs, *plan.runs]
-            for p in _run_problems(plan, r, st[r.name], probed)])
+            for p in _run_problems(plan, r, st[r.name], probed)] + _reference_problems(plans, states))
+
+
+def _reference_problems(plans: list[Plan], states: list[dict[str, str]]) -> list[str]:
+    """What each run still to train points at (:func:`rlvr_cli.rewards.references.check_references`), checked
+    once per distinct task and reward and said once per arm: a missing data file or reward function stops the
+    sweep before any run, not only the run that reads it."""
+    from rlvr_cli.rewards.references import check_references
+
+    found: dict[str, list[str]] = {}
+    problems = []
+    for plan, st in zip(plans, states):
+        for r in [*plan.needs, *plan.runs]:
+            if st[r.name] == "finished":
+                continue
+            key = json.dumps([r.recipe.task.model_dump(mode="json"), r.recipe.reward.model_dump(mode="json")],
+                             sort_keys=True)
+            if key not in found:
+                found[key] = check_references(r.recipe)
+            where = plan.where(r.arm) if r.arm != "needs" else f"{plan.spec_path}: needs"
+            problems += [f"{where}: {p}" for p in found[key]]
+    return problems
 
 
 def _raise(problems: list[str]) -> None:
@@ -74,15 +98,16 @@ def _run_problems(plan: Plan, run: PlannedRun, state: str, probed: dict) -> list
 
 
 def _processes(where: str, nproc: int, run: PlannedRun) -> list[str]:
-    """`rlvr train --nproc N`'s own refusals, found before any run trains: one group of prompts per process."""
+    """`rlvr train --nproc N`'s own refusals (:func:`rlvr_cli.train.parallel.check_settings`), found before
+    any run trains: `algorithm: rl` only, no overlapped sampler, one group of prompts per process."""
     if nproc <= 1:
         return []
-    if run.recipe.algorithm != "rl":
-        return [f"{where}: nproc {nproc}: only `algorithm: rl` runs on several processes"]
-    p = run.recipe.rollout.prompts_per_step
-    if nproc > p:
-        return [f"{where}: nproc {nproc}: more processes than the {p} prompts of a step "
-                "(rollout.prompts_per_step); each process samples at least one prompt's group"]
+    from rlvr_cli.train.parallel import check_settings
+
+    try:
+        check_settings(run.recipe, nproc)
+    except UserError as e:
+        return [f"{where}: nproc {nproc}: {p}" for p in e.problems]
     return []
 
 
