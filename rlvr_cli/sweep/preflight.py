@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.distributed import distributed_problem
 from rlvr_cli.sweep.record import check_record
 from rlvr_cli.sweep.spec import Plan, PlannedRun
 
@@ -98,17 +99,10 @@ def _run_problems(plan: Plan, run: PlannedRun, state: str, probed: dict) -> list
 
 
 def _processes(where: str, nproc: int, run: PlannedRun) -> list[str]:
-    """`rlvr train --nproc N`'s own refusals (:func:`rlvr_cli.train.parallel.check_settings`), found before
-    any run trains: `algorithm: rl` only, no overlapped sampler, one group of prompts per process."""
-    if nproc <= 1:
-        return []
-    from rlvr_cli.train.parallel import check_settings
-
-    try:
-        check_settings(run.recipe, nproc)
-    except UserError as e:
-        return [f"{where}: nproc {nproc}: {p}" for p in e.problems]
-    return []
+    """`rlvr train --nproc N`'s own refusals (:func:`rlvr_cli.recipe.distributed.distributed_problem`), found
+    before any run trains: `algorithm: rl` only, no overlapped sampler, one group of prompts per process."""
+    problem = distributed_problem(run.recipe, nproc)
+    return [] if problem is None else [f"{where}: nproc {nproc}: {problem}"]
 
 
 def _nearest(path: Path) -> Path:
