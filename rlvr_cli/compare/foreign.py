@@ -291,7 +291,7 @@ def load_trl(path: Path) -> Run:
             recipe = export.get("rlvr_recipe")
             if recipe is not None and not isinstance(recipe, dict):
                 warnings.append("rlvr export YAML: rlvr_recipe is not a mapping; variant read from grpo_config")
-            recipe = (_overlay(recipe, warnings, "rlvr export YAML: rlvr_recipe") if isinstance(recipe, dict)
+            recipe = (_overlay(recipe, warnings, "rlvr export YAML: rlvr_recipe", nulls=True) if isinstance(recipe, dict)
                       else _overlay(trl_recipe(c), warnings, "rlvr export YAML: grpo_config, read as rlvr's"))
         except (TypeError, ValueError, OverflowError) as e:  # a hand-edited export: a field of the wrong type
             updates, recipe = 1, None
@@ -423,8 +423,9 @@ def _shape(value) -> str:
     return "mapping" if isinstance(value, dict) else "list" if isinstance(value, list) else "value"
 
 
-def _overlay(mapped: dict, warnings: list[str] | None = None, where: str = "") -> dict:
-    """rlvr's default recipe with ``mapped`` written over it (None values leave the default).
+def _overlay(mapped: dict, warnings: list[str] | None = None, where: str = "", nulls: bool = False) -> dict:
+    """rlvr's default recipe with ``mapped`` written over it (None values leave the default; with ``nulls``,
+    a recipe rlvr wrote, they are the recipe's own null and kept).
 
     With ``warnings`` (a recipe embedded in a foreign log, written by hand or by another version), a field
     whose shape is not the default's (a list or a value where rlvr has a mapping, a mapping or a list where it
@@ -440,6 +441,8 @@ def _overlay(mapped: dict, warnings: list[str] | None = None, where: str = "") -
             if isinstance(v, dict) and isinstance(a.get(k), dict):
                 merge(a[k], v, key + ".")
             elif v is None:
+                if nulls:
+                    a[str(k)] = None
                 continue
             elif warnings is not None and a.get(k) is not None and _shape(v) != _shape(a[k]):
                 warnings.append(f"{where}: {key} is a {_shape(v)} where rlvr has a {_shape(a[k])}; the default kept")
@@ -449,7 +452,7 @@ def _overlay(mapped: dict, warnings: list[str] | None = None, where: str = "") -
 
     merged = merge(base, mapped, "")
     seed = merged.get("seed")
-    if warnings is not None and (_step(seed) is None):
+    if warnings is not None and seed is not None and _step(seed) is None:
         warnings.append(f"{where}: seed {str(seed)[:40]!r} is not an integer in 0..2**53; seed unknown")
         merged["seed"] = None
     return merged

@@ -287,3 +287,17 @@ def test_a_verl_config_of_wrong_types_and_huge_numbers_is_a_warning(tmp_path):
     assert run.recipe["loss"]["clip"]["dual_clip"] is None and run.recipe["loss"]["clip"]["eps_high"] == float("inf")
     assert any("loss.clip.eps_low is a list where rlvr has a value" in w for w in run.warnings), run.warnings
     assert any("rollout.temperature is a mapping where rlvr has a value" in w for w in run.warnings), run.warnings
+
+
+def test_an_embedded_recipe_is_read_as_rlvr_wrote_it_nulls_included(tmp_path):
+    """The checked overlay keeps a recipe's own nulls (an exported run groups with its rlvr twin) and fills only
+    the fields an older export lacks."""
+    from rlvr_cli.recipe.schema import Recipe
+
+    own = Recipe().model_dump(mode="json")
+    own["output_dir"] = None
+    del own["environment"]
+    text = json.dumps({"grpo_config": {"num_generations": 2}, "rlvr_recipe": own})  # JSON is YAML
+    run = load_trl(_trl(tmp_path, GOOD_HISTORY, text))
+    assert run.recipe["output_dir"] is None and run.recipe["environment"] == Recipe().model_dump(mode="json")["environment"]
+    assert not [w for w in run.warnings if "rlvr_recipe" in w], run.warnings
