@@ -1,8 +1,8 @@
 """What a sweep checks before it writes anything: each directory it will write is one it can create or
 write in, no path is longer than the file system allows, each run's process count is one its recipe can
 run (`rlvr train --nproc`'s own refusals: the overlapped trainer on one process, a group per process), what
-each run's recipe points at exists and fits (its data files and rows, its reward functions: imported in a
-child process, as `rlvr recipes validate` checks them), and nothing of the user's is where the sweep would
+each run's recipe points at exists and fits (its model, its data files and rows, its reward functions:
+imported in a child process, as `rlvr recipes validate` checks them), and nothing of the user's is where the sweep would
 overwrite it (sweep.json, the comparison's files).
 
 `rlvr sweep` and its `--dry-run` both run these checks once the spec is expanded (every run's recipe
@@ -72,9 +72,14 @@ def _reference_problems(plans: list[Plan], states: list[dict[str, str]]) -> list
     found: dict[str, list[str]] = {}
     problems = []
     for plan, st in zip(plans, states):
+        planned = {os.path.abspath(d.dir) for d in [*plan.needs, *plan.runs]}
         for r in [*plan.needs, *plan.runs]:
             if st[r.name] == "finished":
                 continue
+            model = _model_problem(r.recipe.model.name, planned)
+            if model is not None:
+                where = plan.where(r.arm) if r.arm != "needs" else f"{plan.spec_path}: needs"
+                problems.append(f"{where}: model.name: {model}")
             key = json.dumps([r.recipe.task.model_dump(mode="json"), r.recipe.reward.model_dump(mode="json")],
                              sort_keys=True)
             if key not in found:
@@ -96,6 +101,32 @@ def _run_problems(plan: Plan, run: PlannedRun, state: str, probed: dict) -> list
         problems += _writable(run.dir.parent, where, probed)
         problems += _processes(where, plan.spec.nproc, run)
     return problems
+
+
+def _model_problem(ref: str, planned: set[str]) -> str | None:
+    """Why the model ``ref`` cannot be loaded, found without loading or building it: an unknown built-in,
+    a file, or a directory that is neither a model nor a run with a checkpoint
+    (:func:`rlvr_cli.models.resolve_model_ref`'s own refusals); None for a directory the sweep trains first
+    (a need's), a Hugging Face id (not fetched here) or a GGUF file (read when its run starts)."""
+    if ref.startswith("builtin:"):
+        from rlvr_cli.models.builtin import WARM_START_RECIPES, shipped_manifest
+
+        known = dict.fromkeys([*shipped_manifest(), *WARM_START_RECIPES])
+        if ref.split(":", 1)[1] in known:
+            return None
+        return f"{ref}: unknown built-in model (known: {', '.join(f'builtin:{n}' for n in known)})"
+    if os.path.abspath(os.path.expanduser(ref)) in planned:
+        return None
+    from rlvr_cli.models import resolve_model_ref
+    from rlvr_cli.models.gguf import is_gguf_ref
+
+    if is_gguf_ref(ref):
+        return None
+    try:
+        resolve_model_ref(ref)
+    except UserError as e:
+        return e.problems[0]
+    return None
 
 
 def _processes(where: str, nproc: int, run: PlannedRun) -> list[str]:

@@ -169,6 +169,28 @@ def test_an_arm_that_cannot_start_is_refused_before_any_run_trains(cli, tmp_path
     assert bad.startswith("--set loss.clip.eps_low=-1: "), bad
 
 
+def test_an_arm_whose_model_cannot_load_is_refused_before_any_run_trains(cli, tmp_path):
+    """An unknown built-in, a missing directory, a file: named at the arm's line (a need's directory, trained
+    first by the sweep, is not one of them)."""
+    (tmp_path / "file").write_text("not a model\n")
+    path = spec(tmp_path, f"""\
+        base: grpo
+        set: [model.name=builtin:tiny-init]
+        steps: 2
+        variants:
+          - name: good
+          - {{name: unknown, set: ["model.name=builtin:tiny-nope"]}}
+          - {{name: gone, set: [model.name={tmp_path / 'gone'}]}}
+          - {{name: file, set: [model.name={tmp_path / 'file'}]}}
+        """)
+    lines = refused(cli, tmp_path, str(path), "--out", str(tmp_path / "out"), "--dry-run")
+    assert [ln.split(": model.name: ")[0] for ln in lines] == [f"{path}:{n}: arm {a}" for n, a in
+                                                            ((6, "unknown"), (7, "gone"), (8, "file"))], lines
+    assert "builtin:tiny-nope: unknown built-in model (known: builtin:tiny-init" in lines[0]
+    assert lines[1].endswith(f"{tmp_path / 'gone'}: no such directory, and not a Hugging Face model id")
+    assert lines[2].endswith(f"{tmp_path / 'file'}: a model must be a directory (run, checkpoint or model), not a file")
+
+
 def test_set_seed_or_name_on_the_command_line_is_refused_as_in_the_spec(cli, tmp_path):
     path = spec(tmp_path)
     assert refused(cli, tmp_path, str(path), "--set", "seed=5", "--dry-run") == [
