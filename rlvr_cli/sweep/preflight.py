@@ -71,8 +71,8 @@ def _reference_problems(plans: list[Plan], states: list[dict[str, str]]) -> list
 
     found: dict[str, list[str]] = {}
     problems = []
+    planned = {os.path.abspath(d.dir) for plan in plans for d in [*plan.needs, *plan.runs]}
     for plan, st in zip(plans, states):
-        planned = {os.path.abspath(d.dir) for d in [*plan.needs, *plan.runs]}
         for r in [*plan.needs, *plan.runs]:
             if st[r.name] == "finished":
                 continue
@@ -107,7 +107,9 @@ def _model_problem(ref: str, planned: set[str]) -> str | None:
     """Why the model ``ref`` cannot be loaded, found without loading or building it: an unknown built-in,
     a file, or a directory that is neither a model nor a run with a checkpoint
     (:func:`rlvr_cli.models.resolve_model_ref`'s own refusals); None for a directory the sweep trains first
-    (a need's), a Hugging Face id (not fetched here) or a GGUF file (read when its run starts)."""
+    (a need's), a Hugging Face id (not fetched here), a GGUF file (read when its run starts) or a path that
+    does not exist yet (another sweep may make it first: results/reproduce.py's second pool loads the first's
+    runs; its run names it if it is still missing)."""
     if ref.startswith("builtin:"):
         from rlvr_cli.models.builtin import WARM_START_RECIPES, shipped_manifest
 
@@ -120,7 +122,7 @@ def _model_problem(ref: str, planned: set[str]) -> str | None:
     from rlvr_cli.models import resolve_model_ref
     from rlvr_cli.models.gguf import is_gguf_ref
 
-    if is_gguf_ref(ref):
+    if is_gguf_ref(ref) or not os.path.lexists(os.path.expanduser(ref)):
         return None
     try:
         resolve_model_ref(ref)

@@ -170,9 +170,10 @@ def test_an_arm_that_cannot_start_is_refused_before_any_run_trains(cli, tmp_path
 
 
 def test_an_arm_whose_model_cannot_load_is_refused_before_any_run_trains(cli, tmp_path):
-    """An unknown built-in, a missing directory, a file: named at the arm's line (a need's directory, trained
-    first by the sweep, is not one of them)."""
+    """An unknown built-in, a directory that holds no model, a file: named at the arm's line (a need's
+    directory, trained first by the sweep, and a path another sweep may make first are not refused)."""
     (tmp_path / "file").write_text("not a model\n")
+    (tmp_path / "empty").mkdir()
     path = spec(tmp_path, f"""\
         base: grpo
         set: [model.name=builtin:tiny-init]
@@ -180,14 +181,15 @@ def test_an_arm_whose_model_cannot_load_is_refused_before_any_run_trains(cli, tm
         variants:
           - name: good
           - {{name: unknown, set: ["model.name=builtin:tiny-nope"]}}
-          - {{name: gone, set: [model.name={tmp_path / 'gone'}]}}
+          - {{name: empty, set: [model.name={tmp_path / 'empty'}]}}
           - {{name: file, set: [model.name={tmp_path / 'file'}]}}
+          - {{name: later, set: [model.name={tmp_path / 'made-by-another-sweep'}]}}
         """)
     lines = refused(cli, tmp_path, str(path), "--out", str(tmp_path / "out"), "--dry-run")
     assert [ln.split(": model.name: ")[0] for ln in lines] == [f"{path}:{n}: arm {a}" for n, a in
-                                                            ((6, "unknown"), (7, "gone"), (8, "file"))], lines
+                                                            ((6, "unknown"), (7, "empty"), (8, "file"))], lines
     assert "builtin:tiny-nope: unknown built-in model (known: builtin:tiny-init" in lines[0]
-    assert lines[1].endswith(f"{tmp_path / 'gone'}: no such directory, and not a Hugging Face model id")
+    assert lines[1].endswith(f"{tmp_path / 'empty'}: directory holds no model (no config.json) and is not a run directory")
     assert lines[2].endswith(f"{tmp_path / 'file'}: a model must be a directory (run, checkpoint or model), not a file")
 
 
