@@ -59,7 +59,8 @@ def verify(
     if not methods or any(m not in EXTRACT_METHODS for m in methods):
         problems.append(f"--extract {extract}: methods are {', '.join(EXTRACT_METHODS)}")
     if not Path(file).is_file():
-        problems.append(f"{file}: no such file")
+        problems.append(f"{file}: " + ("a directory, not a JSONL file" if Path(file).is_dir() else
+                                       "not a regular file" if Path(file).exists() else "no such file"))
     problems += [p for p in [output_problem("--out", out)] if p]
     if verifier == "reasoning_gym":
         problems += _missing_reasoning_gym("--verifier reasoning_gym")

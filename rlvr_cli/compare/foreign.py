@@ -16,7 +16,6 @@ cannot be read becomes a skipped run with the reason; one bad line is a warning 
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
 from pathlib import Path
@@ -62,6 +61,33 @@ VERL_METRICS = {
 ``pg_clipfrac_lower`` is its dual-clip fraction."""
 
 TRL_SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"}
+
+MAX_STEP = 2**53
+"""The largest step or count read from a foreign log or config: every one a float holds exactly (a real run
+logs far fewer); a larger one (``10**400`` as a JSON integer) is a skipped line or an ignored field, never an
+overflow in the arithmetic that maps it to rlvr's steps."""
+
+
+def _step(value) -> int | None:
+    """``value`` when it is a step rlvr can index by (an integer, not a bool, in 0..MAX_STEP), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STEP else None
+
+
+COUNTS = ("num_generations", "max_completion_length", "per_device_train_batch_size", "steps_per_generation",
+          "gradient_accumulation_steps", "num_iterations")
+"""The GRPOConfig counts rlvr reads (:func:`_count`); another value in one is a warning, and the field ignored."""
+
+
+def _short(number: int) -> str:
+    text = str(number)
+    return text if len(text) <= 20 else f"{text[:8]}... ({len(text)} digits)"
+
+
+def _count(config: dict, key: str) -> int | None:
+    """``config[key]`` when it is a positive integer of at most MAX_STEP, else None: a string, a list or a
+    huge number in a hand-edited config is ignored, never multiplied (``"abc" * 10**14`` is a MemoryError)."""
+    value = _step(config.get(key))
+    return value if value else None
 
 
 def foreign_kind(path: Path) -> str | None:
@@ -231,12 +257,14 @@ def trl_recipe(grpo_config: dict) -> dict:
         "optim": {"mu": c.get("num_iterations", 1), "lr": c.get("learning_rate", 1e-6)},
         "overlong": {"mask_truncated": bool(c.get("mask_truncated_completions", False))},
     }
-    if c.get("num_generations"):
-        out["rollout"] = {"group_size": c["num_generations"]}
-        if c.get("max_completion_length"):
-            out["rollout"]["max_new_tokens"] = c["max_completion_length"]
-        if c.get("per_device_train_batch_size") and c.get("steps_per_generation"):
-            out["rollout"]["prompts_per_step"] = c["per_device_train_batch_size"] * c["steps_per_generation"] // c["num_generations"]
+    group = _count(c, "num_generations")
+    if group:
+        out["rollout"] = {"group_size": group}
+        if _count(c, "max_completion_length"):
+            out["rollout"]["max_new_tokens"] = _count(c, "max_completion_length")
+        batch, gen = _count(c, "per_device_train_batch_size"), _count(c, "steps_per_generation")
+        if batch and gen:
+            out["rollout"]["prompts_per_step"] = batch * gen // group
     return out
 
 
@@ -255,16 +283,20 @@ def load_trl(path: Path) -> Run:
     updates, recipe = 1, None
     if export is not None:
         c = export["grpo_config"]
+        warnings += [f"rlvr export YAML: grpo_config unreadable field {k} ({str(c[k])[:40]!r}: not an integer in "
+                     "1..2**53); ignored" for k in COUNTS if c.get(k) is not None and _count(c, k) is None]
         try:
-            per_gen = max(1, int(c.get("steps_per_generation") or 1) // max(1, int(c.get("gradient_accumulation_steps") or 1)))
-            updates = per_gen * int(c.get("num_iterations") or 1)
+            per_gen = max(1, (_count(c, "steps_per_generation") or 1) // (_count(c, "gradient_accumulation_steps") or 1))
+            updates = min(per_gen * (_count(c, "num_iterations") or 1), MAX_STEP)
             recipe = export.get("rlvr_recipe")
             if recipe is not None and not isinstance(recipe, dict):
                 warnings.append("rlvr export YAML: rlvr_recipe is not a mapping; variant read from grpo_config")
-            recipe = dict(recipe) if isinstance(recipe, dict) else _overlay(trl_recipe(c))
-        except (TypeError, ValueError) as e:  # a hand-edited export: a field of the wrong type
+            recipe = (_overlay(recipe, warnings, "rlvr export YAML: rlvr_recipe", nulls=True) if isinstance(recipe, dict)
+                      else _overlay(trl_recipe(c), warnings, "rlvr export YAML: grpo_config, read as rlvr's"))
+        except (TypeError, ValueError, OverflowError) as e:  # a hand-edited export: a field of the wrong type
             updates, recipe = 1, None
-            warnings.append(f"rlvr export YAML: grpo_config unreadable ({type(e).__name__}: {e}); variant unknown, steps are TRL optimiser updates")
+            warnings.append(f"rlvr export YAML: grpo_config unreadable ({type(e).__name__}: {' '.join(str(e).split())[:120]}); "
+                            "variant unknown, steps are TRL optimiser updates")
     else:
         warnings.append("no rlvr export YAML in the directory: variant unknown, steps are TRL optimiser updates")
     if recipe is None:
@@ -272,12 +304,12 @@ def load_trl(path: Path) -> Run:
     recipe["framework"] = "trl"
     rows: dict[int, dict] = {}
     for i, entry in enumerate(history):
-        if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
-            warnings.append(f"{f.name}: log_history[{i}] has no integer step; skipped")
+        if not isinstance(entry, dict) or _step(entry.get("step")) is None:
+            warnings.append(f"{f.name}: log_history[{i}] has no integer step in 0..2**53; skipped")
             continue
         if TRL_SUMMARY_KEYS & entry.keys():
             continue
-        step = math.ceil(entry["step"] / updates)
+        step = -(-entry["step"] // updates)  # ceil, in integers
         row = rows.setdefault(step, {"step": step})
         for k, v in entry.items():
             if k not in ("step", "epoch"):
@@ -350,7 +382,7 @@ def _verl_line(line: str) -> dict | str:
     except ValueError as e:
         return f"not read ({' '.join(str(e).split())[:120]})"
     if isinstance(obj, dict) and isinstance(obj.get("step"), int) and isinstance(obj.get("data"), dict):
-        return obj
+        return obj if _step(obj["step"]) is not None else f"step {_short(obj['step'])} is not in 0..2**53"
     return 'not a verl file-logger line {"step": N, "data": {...}}'
 
 
@@ -377,8 +409,8 @@ def load_verl(path: Path) -> Run:
         recipe = _overlay({})
     else:
         try:
-            recipe = _overlay(verl_recipe(cfg))
-        except (TypeError, ValueError) as e:  # a config field of the wrong type (hand-edited)
+            recipe = _overlay(verl_recipe(cfg), warnings, ".hydra/config.yaml, read as rlvr's")
+        except (TypeError, ValueError, OverflowError) as e:  # a config field of the wrong type (hand-edited)
             warnings.append(f".hydra/config.yaml: unreadable field ({type(e).__name__}: {e}); variant unknown")
             recipe = _overlay({})
     recipe["framework"] = "verl"
@@ -387,21 +419,55 @@ def load_verl(path: Path) -> Run:
 
 
 # --- shared ----------------------------------------------------------------------------------------
-def _overlay(mapped: dict) -> dict:
-    """rlvr's default recipe with ``mapped`` written over it (None values leave the default)."""
+def _shape(value) -> str:
+    return "mapping" if isinstance(value, dict) else "list" if isinstance(value, list) else "value"
+
+
+def _overlay(mapped: dict, warnings: list[str] | None = None, where: str = "", nulls: bool = False) -> dict:
+    """rlvr's default recipe with ``mapped`` written over it (None values leave the default; with ``nulls``,
+    a recipe rlvr wrote, they are the recipe's own null and kept).
+
+    With ``warnings`` (a recipe embedded in a foreign log, written by hand or by another version), a field
+    whose shape is not the default's (a list or a value where rlvr has a mapping, a mapping or a list where it
+    has a value) keeps the default, with a warning naming it; so does a seed that is not an integer. What
+    rlvr does not know is kept as given, as plain JSON values (text for anything else YAML can make)."""
     from rlvr_cli.recipe.schema import Recipe
 
     base = Recipe().model_dump(mode="json")
 
-    def merge(a: dict, b: dict) -> dict:
+    def merge(a: dict, b: dict, prefix: str) -> dict:
         for k, v in b.items():
+            key = f"{prefix}{k}"
             if isinstance(v, dict) and isinstance(a.get(k), dict):
-                merge(a[k], v)
-            elif v is not None:
-                a[k] = v
+                merge(a[k], v, key + ".")
+            elif v is None:
+                if nulls:
+                    a[str(k)] = None
+                continue
+            elif warnings is not None and a.get(k) is not None and _shape(v) != _shape(a[k]):
+                warnings.append(f"{where}: {key} is a {_shape(v)} where rlvr has a {_shape(a[k])}; the default kept")
+            else:
+                a[str(k)] = _plain(v)
         return a
 
-    return merge(base, mapped)
+    merged = merge(base, mapped, "")
+    seed = merged.get("seed")
+    if warnings is not None and seed is not None and _step(seed) is None:
+        warnings.append(f"{where}: seed {str(seed)[:40]!r} is not an integer in 0..2**53; seed unknown")
+        merged["seed"] = None
+    return merged
+
+
+def _plain(value):
+    """``value`` as JSON holds it: mappings with text keys, lists, text, numbers, booleans, None (a YAML
+    date, set or binary becomes its text), so a summary written from it cannot fail."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    return str(value)
 
 
 def _run(path: Path, recipe: dict, rows: dict[int, dict], warnings: list[str], what: str) -> Run:

@@ -6,7 +6,7 @@ check below names the first rows that fail it. A generated task (arithmetic, cou
 list: its held-out prompts and the prompts the doctor samples and more training draws (``rlvr_cli.evaluation.doctor.LENGTH_SAMPLE``) stand for it.
 
 - prompts longer than the context: prompt tokens + ``rollout.max_new_tokens`` above the model's positions
-  stop training (exit 2) at the step that draws the row: `FAIL`.
+  (:func:`too_long`, the check `rlvr train` makes before step 1 of a file task and refuses on, exit 2): `FAIL`.
 - gold answers the verifier cannot read: every response to the row is then an ``error`` scored 0, and the
   run says so nowhere; `FAIL` (see :func:`rlvr_cli.rewards.references.gold_problem`).
 - characters the tokenizer does not know: each becomes the one unknown token (builtin:tiny knows only
@@ -70,6 +70,21 @@ def _scope(n: int, every: bool) -> str:
     return f"{n} rows (every row)" if every else f"{n} prompts (held-out + training draws)"
 
 
+def prompt_lengths(rows: list[Row], task, tok) -> list[int]:
+    """Each row's prompt in tokens, as the sampler encodes it (a chat template applied)."""
+    return [len(encode_prompt(tok, task, r.problem)) for r in rows]
+
+
+def too_long(rows: list[Row], lengths: list[int], limit: int, max_new: int) -> str | None:
+    """The rows whose prompt tokens + ``max_new`` exceed the model's ``limit`` positions, named (the first
+    NAMED, then a count) as ``prompt + rollout.max_new_tokens (N) exceeds the model's L positions at ...``;
+    None when every row fits. The one check `rlvr doctor` reports and `rlvr train` refuses to start on."""
+    over = [f"{r.where} ({n} tokens)" for r, n in zip(rows, lengths) if n > limit - max_new]
+    if not over:
+        return None
+    return f"prompt + rollout.max_new_tokens ({max_new}) exceeds the model's {limit} positions at {_named(over)}"
+
+
 def context_finding(rows: list[Row], every: bool, task, tok, limit, max_new: int):
     """Rows whose prompt tokens + ``max_new`` exceed the model's ``limit`` positions."""
     check = "prompts longer than the context"
@@ -77,16 +92,13 @@ def context_finding(rows: list[Row], every: bool, task, tok, limit, max_new: int
         return Verdict(check, "the model states no position limit", "info")
     if not rows:
         return Verdict(check, "no rows", "info")
-    lengths = [len(encode_prompt(tok, task, r.problem)) for r in rows]
-    room = limit - max_new
-    over = [(r, n) for r, n in zip(rows, lengths) if n > room]
-    if not over:
+    lengths = prompt_lengths(rows, task, tok)
+    said = too_long(rows, lengths, limit, max_new)
+    if said is None:
         return Verdict(check, f"0 of {_scope(len(rows), every)}; longest {max(lengths)} + {max_new} new <= {limit} tokens", "ok")
-    named = _named([f"{r.where} ({n} tokens)" for r, n in over])
-    return Verdict(check, f"{len(over)} of {_scope(len(rows), every)}", "FAIL",
-                   f"prompt + rollout.max_new_tokens ({max_new}) exceeds the model's {limit} positions at {named}: "
-                   "training stops (exit 2) at the first step that draws one; shorten those prompts or "
-                   "rollout.max_new_tokens")
+    over = sum(n > limit - max_new for n in lengths)
+    return Verdict(check, f"{over} of {_scope(len(rows), every)}", "FAIL",
+                   f"{said}: training refuses to start (exit 2); shorten those prompts or rollout.max_new_tokens")
 
 
 def gold_finding(rows: list[Row], every: bool, verifier: str):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import importlib.resources
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,22 @@ def _check_nodes(path: Path, root) -> list[tuple]:
     return problems  # reported with their dotted keys once the keys' paths are known
 
 
+def _long_integer_line(node) -> int | None:
+    """The line of the first integer scalar under ``node`` too long for Python to convert, or None."""
+    todo = [node] if node is not None else []
+    limit = sys.get_int_max_str_digits()
+    while todo:
+        n = todo.pop()
+        if isinstance(n, yaml.ScalarNode):
+            if n.tag == "tag:yaml.org,2002:int" and len(n.value) > limit:
+                return n.start_mark.line + 1
+        elif isinstance(n, yaml.MappingNode):
+            todo.extend(x for pair in reversed(n.value) for x in reversed(pair))
+        elif isinstance(n, yaml.SequenceNode):
+            todo.extend(reversed(n.value))
+    return None
+
+
 def read_yaml_with_lines(path: Path) -> tuple[dict, dict[tuple, Origin]]:
     """Parse a YAML mapping and record the line of every key as a dotted-path tuple -> 'file:line'."""
     try:
@@ -151,6 +168,10 @@ def read_yaml_with_lines(path: Path) -> tuple[dict, dict[tuple, Origin]]:
         raise UserError(f"{where}: invalid YAML: {problem}") from None
     except RecursionError:
         raise UserError(f"{path}: invalid YAML: nested too deeply") from None
+    except ValueError:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        line = _long_integer_line(node)
+        raise UserError(f"{path}:{line}: invalid YAML: an integer of more than {sys.get_int_max_str_digits()} digits"
+                        if line else f"{path}: invalid YAML: a value that cannot be converted") from None
     if data is None:
         raise UserError(f"{path}: the recipe is empty (no fields, only comments or blank lines); "
                         "write the fields that differ from the defaults, or `extends: NAME`")
@@ -230,6 +251,10 @@ def apply_overrides(data: dict, origins: dict, overrides: list[str]) -> dict:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
+        except ValueError:  # an integer of more digits than Python converts
+            problems.append(f"--set {item[:60]}{'...' if len(item) > 60 else ''}: a number of more than "
+                            f"{sys.get_int_max_str_digits()} digits")
+            continue
         cur = data
         for i, part in enumerate(parts[:-1]):
             nxt = cur.get(part)

@@ -6,8 +6,10 @@ A local data file (``.jsonl``/``.json``/``.parquet``/``.csv``) is read whole, so
 column or a gold answer that cannot be extracted is named as training would name it, and a gold answer
 the verifier cannot read (:func:`gold_problem`) by its line. A Hugging Face
 dataset name is not fetched (that needs the network): `rlvr doctor` reads it. A function term's module is
-imported here, in this process, as the scorer imports it before a run samples anything; so is the
-environment's factory and tools (``environment.factory``, ``environment.tools``), and one environment is built.
+imported as the scorer imports it before a run samples anything: in a child process under a time and memory
+limit (:mod:`rlvr_cli.rewards.function_import`), so a module that hangs or exits at import is a problem
+named here, not a hang of `rlvr recipes validate` or `rlvr sweep`. The environment's factory and tools
+(``environment.factory``, ``environment.tools``) are imported in this process and one environment is built.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 
 from rlvr_cli.errors import UserError
 from rlvr_cli.recipe.schema import Recipe
-from rlvr_cli.rewards.function import PASSED, check_signature, load_function
+from rlvr_cli.rewards.function import PASSED
+from rlvr_cli.rewards.function_import import check_importable
 from rlvr_cli.tasks import build_task
 from rlvr_cli.tasks.dataset import LOCAL_FORMATS
 
@@ -64,13 +67,10 @@ def check_references(recipe: Recipe) -> list[str]:
                                 f"{'; '.join(bad[:NAMED])}{more}")
     # the keywords a function gets: the declared columns, and every column where the task has the list (as the scorer)
     columns = set(getattr(task, "reward_columns", None) or []) | set(getattr(built, "column_names", None) or [])
-    for i, term in enumerate(recipe.reward.terms):
-        if term.type != "function":
-            continue
-        try:
-            check_signature(load_function(term.function), term.function, set(PASSED) | columns)
-        except UserError as e:
-            problems.append(f"reward.terms[{i}].function: {e.problems[0]}")
+    functions = [(i, t.function) for i, t in enumerate(recipe.reward.terms) if t.type == "function"]
+    refused = check_importable(list(dict.fromkeys(f for _, f in functions)), set(PASSED) | columns,
+                               recipe.reward.worker_memory_mb)
+    problems += [f"reward.terms[{i}].function: {refused[f]}" for i, f in functions if f in refused]
     if recipe.environment is not None:  # its module imported and its class built once, as a run's start does
         from rlvr_cli.envs.loading import load_environment
 

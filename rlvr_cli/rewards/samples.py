@@ -65,6 +65,8 @@ def read_samples(
     samples, problems = [], []
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
+            if number == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark some editors write first
             if not raw.strip():
                 continue
             sample, problem = _parse_line(number, raw, verifier, response_field, reference_field, marker)

@@ -1,6 +1,9 @@
 """What a sweep checks before it writes anything: each directory it will write is one it can create or
 write in, no path is longer than the file system allows, each run's process count is one its recipe can
-run, and nothing of the user's is where the sweep would overwrite it (sweep.json, the comparison's files).
+run (`rlvr train --nproc`'s own refusals: the overlapped trainer on one process, a group per process), what
+each run's recipe points at exists and fits (its model, its data files and rows, its reward functions:
+imported in a child process, as `rlvr recipes validate` checks them), and nothing of the user's is where the sweep would
+overwrite it (sweep.json, the comparison's files).
 
 `rlvr sweep` and its `--dry-run` both run these checks once the spec is expanded (every run's recipe
 checked, :mod:`.spec`): :func:`check_outputs` before the run directories are read
@@ -18,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.distributed import distributed_problem
 from rlvr_cli.sweep.record import check_record
 from rlvr_cli.sweep.spec import Plan, PlannedRun
 
@@ -53,10 +57,36 @@ def check_outputs(plans: list[Plan]) -> None:
 
 def check_runs(plans: list[Plan], states: list[dict[str, str]]) -> None:
     """Each run that will train (``states``: :func:`rlvr_cli.sweep.state.plan_states`): its paths' lengths, the
-    directory it is made in, its process count. Raises ``UserError`` with one line per problem; writes nothing."""
+    directory it is made in, its process count, what its recipe points at. Raises ``UserError`` with one line per problem; writes nothing."""
     probed: dict[Path, str | None] = {}
     _raise([p for plan, st in zip(plans, states) for r in [*plan.needs, *plan.runs]
-            for p in _run_problems(plan, r, st[r.name], probed)])
+            for p in _run_problems(plan, r, st[r.name], probed)] + _reference_problems(plans, states))
+
+
+def _reference_problems(plans: list[Plan], states: list[dict[str, str]]) -> list[str]:
+    """What each run still to train points at (:func:`rlvr_cli.rewards.references.check_references`), checked
+    once per distinct task and reward and said once per arm: a missing data file or reward function stops the
+    sweep before any run, not only the run that reads it."""
+    from rlvr_cli.rewards.references import check_references
+
+    found: dict[str, list[str]] = {}
+    problems = []
+    planned = {os.path.abspath(d.dir) for plan in plans for d in [*plan.needs, *plan.runs]}
+    for plan, st in zip(plans, states):
+        for r in [*plan.needs, *plan.runs]:
+            if st[r.name] == "finished":
+                continue
+            model = _model_problem(r.recipe.model.name, planned)
+            if model is not None:
+                where = plan.where(r.arm) if r.arm != "needs" else f"{plan.spec_path}: needs"
+                problems.append(f"{where}: model.name: {model}")
+            key = json.dumps([r.recipe.task.model_dump(mode="json"), r.recipe.reward.model_dump(mode="json")],
+                             sort_keys=True)
+            if key not in found:
+                found[key] = check_references(r.recipe)
+            where = plan.where(r.arm) if r.arm != "needs" else f"{plan.spec_path}: needs"
+            problems += [f"{where}: {p}" for p in found[key]]
+    return problems
 
 
 def _raise(problems: list[str]) -> None:
@@ -73,17 +103,39 @@ def _run_problems(plan: Plan, run: PlannedRun, state: str, probed: dict) -> list
     return problems
 
 
+def _model_problem(ref: str, planned: set[str]) -> str | None:
+    """Why the model ``ref`` cannot be loaded, found without loading or building it: an unknown built-in,
+    a file, or a directory that is neither a model nor a run with a checkpoint
+    (:func:`rlvr_cli.models.resolve_model_ref`'s own refusals); None for a directory the sweep trains first
+    (a need's), a Hugging Face id (not fetched here), a GGUF file (read when its run starts) or a path that
+    does not exist yet (another sweep may make it first: results/reproduce.py's second pool loads the first's
+    runs; its run names it if it is still missing)."""
+    if ref.startswith("builtin:"):
+        from rlvr_cli.models.builtin import WARM_START_RECIPES, shipped_manifest
+
+        known = dict.fromkeys([*shipped_manifest(), *WARM_START_RECIPES])
+        if ref.split(":", 1)[1] in known:
+            return None
+        return f"{ref}: unknown built-in model (known: {', '.join(f'builtin:{n}' for n in known)})"
+    if os.path.abspath(os.path.expanduser(ref)) in planned:
+        return None
+    from rlvr_cli.models import resolve_model_ref
+    from rlvr_cli.models.gguf import is_gguf_ref
+
+    if is_gguf_ref(ref) or not os.path.lexists(os.path.expanduser(ref)):
+        return None
+    try:
+        resolve_model_ref(ref)
+    except UserError as e:
+        return e.problems[0]
+    return None
+
+
 def _processes(where: str, nproc: int, run: PlannedRun) -> list[str]:
-    """`rlvr train --nproc N`'s own refusals, found before any run trains: one group of prompts per process."""
-    if nproc <= 1:
-        return []
-    if run.recipe.algorithm != "rl":
-        return [f"{where}: nproc {nproc}: only `algorithm: rl` runs on several processes"]
-    p = run.recipe.rollout.prompts_per_step
-    if nproc > p:
-        return [f"{where}: nproc {nproc}: more processes than the {p} prompts of a step "
-                "(rollout.prompts_per_step); each process samples at least one prompt's group"]
-    return []
+    """`rlvr train --nproc N`'s own refusals (:func:`rlvr_cli.recipe.distributed.distributed_problem`), found
+    before any run trains: `algorithm: rl` only, no overlapped sampler, one group of prompts per process."""
+    problem = distributed_problem(run.recipe, nproc)
+    return [] if problem is None else [f"{where}: nproc {nproc}: {problem}"]
 
 
 def _nearest(path: Path) -> Path:

@@ -18,33 +18,17 @@ import torch
 
 from rlvr_cli import dist
 from rlvr_cli.errors import UserError
+from rlvr_cli.recipe.distributed import distributed_problem
 from rlvr_cli.train.packing import pack, response_logits
 
 
 def check_settings(recipe, size: int | None = None) -> None:
-    """Exit-2 errors for distributed settings that cannot give the one-process numbers, before anything is written."""
+    """Exit-2 errors for distributed settings that cannot give the one-process numbers, before anything is
+    written (the list: :func:`rlvr_cli.recipe.distributed.distributed_problem`, which `rlvr sweep` checks too)."""
     size = dist.world_size_from_env() if size is None else size
-    if size <= 1:
-        return
-    if recipe.algorithm != "rl":
-        raise UserError(f"distributed: {size} processes: only `algorithm: rl` runs distributed; run SFT on one process")
-    if recipe.rollout.staleness.overlap:
-        raise UserError(f"rollout.staleness.overlap: its sampler process serves one trainer process, not {size}; run "
-                        "it on one process (or set overlap false: the same numbers at a fixed lag, sampled in-process)")
-    p = recipe.rollout.prompts_per_step
-    if size > p:
-        raise UserError(
-            f"rollout.prompts_per_step ({p}) is smaller than the {size} processes: a group never straddles "
-            "ranks, so every rank needs at least one prompt; use at most that many processes (--nproc)"
-        )
-    if recipe.rollout.staleness.max and recipe.distributed.strategy == "fsdp2":  # issue 41
-        raise UserError(f"rollout.staleness.max with distributed.strategy fsdp2 on {size} processes: the older policy "
-                        "versions would be kept and checkpointed shard by shard; use strategy ddp")
-    lo = recipe.loss
-    for field, value in (("loss.top_entropy_quantile", lo.top_entropy_quantile), ("loss.cov_penalty", lo.cov_penalty)):
-        if value is not None:  # their token choice needs the whole minibatch's quantile / covariance on one rank
-            raise UserError(f"{field}: chooses tokens from statistics of the whole minibatch, which {size} processes "
-                            "do not gather yet; run it on one process")
+    problem = distributed_problem(recipe, size)
+    if problem is not None:
+        raise UserError(problem)
 
 
 def run_info(recipe) -> dict:

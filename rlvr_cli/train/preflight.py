@@ -39,6 +39,24 @@ def check_start(recipe: Recipe, run_dir: Path, resume: bool) -> None:
     resolve_device(recipe.device)
 
 
+def check_rows_fit(recipe: Recipe, task, tokenizer, model) -> None:
+    """``UserError`` naming the rows of a file task (``file:line: row i``) whose prompt and
+    ``rollout.max_new_tokens`` exceed the model's positions (:func:`rlvr_cli.evaluation.doctor_data.too_long`,
+    the doctor's check): found before step 1, not at the step that draws one (issue 49). Every row is
+    tokenized once; a generated task (no rows of its own) and a model stating no limit pass."""
+    from rlvr_cli.evaluation import doctor_data
+
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if recipe.algorithm != "rl" or not isinstance(limit, int) or not callable(getattr(task, "located_rows", None)):
+        return
+    rows, _ = doctor_data.task_rows(task, recipe.seed, 0, [])
+    said = doctor_data.too_long(rows, doctor_data.prompt_lengths(rows, task, tokenizer), limit,
+                                recipe.rollout.max_new_tokens)
+    if said is not None:
+        raise UserError(f"task: {said}; shorten those prompts or rollout.max_new_tokens "
+                        "(`rlvr doctor` checks every row)")
+
+
 def _started(run: RunDir) -> bool:
     """Whether the run got anywhere worth keeping: a logged step, a checkpoint or a recorded end."""
     return bool(run.read_metrics()) or (run.root / CHECKPOINTS_DIR).is_dir() or run.read_status().get("status") not in (None, "running")

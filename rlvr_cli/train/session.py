@@ -20,7 +20,9 @@ from rlvr_cli.fingerprints import weights_fingerprint
 from rlvr_cli.models import load_model, resolve_device, trainer_autocast
 from rlvr_cli.recipe.load import dump_recipe
 from rlvr_cli.recipe.schema import Recipe
+from rlvr_cli.tasks import build_task
 from rlvr_cli.train.optim import build_optimizer, build_scheduler
+from rlvr_cli.train.preflight import check_rows_fit
 from rlvr_cli.run_files import acquire as acquire_lock, RECIPE
 from rlvr_cli.train import parallel
 from rlvr_cli.models.adapter import AdapterCheckpoint
@@ -301,6 +303,8 @@ def open_session(
     base_weights = weights_fingerprint(model) if not ckpt and dist.is_main() else None
     if lora is not None:
         model = with_adapter(model, recipe, ckpt[1] if ckpt else None)
+    if recipe.algorithm == "rl":  # a row too long for the context: named now, not at the step that draws it
+        check_rows_fit(recipe, build_task(recipe.task), tokenizer, model)
     model.train()  # SFT trains with the model's dropout; RL switches it off (see rl.train_rl)
     train_model = parallel.wrap_model(model, recipe.distributed, device)  # a bad setting fails before any write
 

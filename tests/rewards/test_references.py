@@ -81,3 +81,16 @@ def test_gold_answers_written_as_floats_are_named_by_line(cli, folder):
     msg = _problem(cli, _write(folder, path="data.csv"))
     assert "task.answer_field: 40 gold answer(s) the verifier cannot read: " in msg
     assert "data.csv:2: row 0: '101.0' is a float, not an integer" in msg and msg.rstrip().endswith("and 37 more")
+
+
+@pytest.mark.parametrize("body, said", [
+    ("import time\ntime.sleep(600)\n", "did not finish within 3 s"),
+    ("import os\nos._exit(0)\n", "ended the process (exit status 0)"),
+], ids=["sleeps", "exits"])
+def test_a_module_that_hangs_or_exits_at_import_is_named_not_a_hang(cli, folder, monkeypatch, body, said):
+    """Issue 50: validate imported the user's module in its own process, so a sleeping module hung it and
+    `os._exit(0)` ended it with exit 0 and no word; now the import is the scorer's checked one (a child)."""
+    monkeypatch.setattr("rlvr_cli.rewards.function_import.IMPORT_TIMEOUT_S", 3.0)
+    (folder / "reward.py").write_text(body + REWARD)
+    msg = _problem(cli, _write(folder))
+    assert "reward.terms[1].function: reward.py:credit: importing reward.py" in msg and said in msg, msg

@@ -130,10 +130,67 @@ def test_numbers_past_their_bounds_are_refused_before_anything_is_expanded(cli, 
 def test_more_processes_than_a_run_can_use_are_refused_naming_the_arm(cli, tmp_path):
     path = spec(tmp_path, SPEC + "nproc: 8\n")  # grpo samples 4 prompts a step: 8 processes cannot share them
     lines = refused(cli, tmp_path, str(path), "--out", str(tmp_path / "out"), "--set", "rollout.prompts_per_step=4")
-    assert lines == [f"{path}:6: arm control: nproc 8: more processes than the 4 prompts of a step "
-                     "(rollout.prompts_per_step); each process samples at least one prompt's group",
-                     f"{path}:7: arm wide: nproc 8: more processes than the 4 prompts of a step "
-                     "(rollout.prompts_per_step); each process samples at least one prompt's group"]
+    said = ("rollout.prompts_per_step (4) is smaller than the 8 processes: a group never straddles ranks, so "
+            "every rank needs at least one prompt; use at most that many processes (--nproc)")
+    assert lines == [f"{path}:6: arm control: nproc 8: {said}", f"{path}:7: arm wide: nproc 8: {said}"]
+
+
+def test_an_arm_that_cannot_start_is_refused_before_any_run_trains(cli, tmp_path, monkeypatch):
+    """Issue 50: a missing reward-function file, a missing data file, the overlapped trainer on 2 processes,
+    a function the file lacks and a bad override: each named at its arm's line, exit 2, nothing written
+    (before, the good arm trained first and the sweep ended `1 of 2 runs failed`, exit 1)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rows.jsonl").write_text("".join(f'{{"question": "{i}+1=", "answer": {i + 1}}}\n' for i in range(8)))
+    (tmp_path / "reward.py").write_text("def mine(completions, **kw):\n    return [0.0 for _ in completions]\n")
+    data = f"task.name=dataset, task.path={tmp_path / 'rows.jsonl'}"
+    fn = "{type: function, function: '%s', weight: 0.5}"
+    path = spec(tmp_path, f"""\
+        base: grpo
+        set: [{data}, "reward.terms=[{{type: task}}, {fn % (tmp_path / 'reward.py:mine')}]"]
+        steps: 2
+        nproc: 2
+        variants:
+          - name: good
+          - {{name: nofile, set: ["reward.terms=[{{type: task}}, {fn % (tmp_path / 'gone.py:mine')}]"]}}
+          - {{name: nodata, set: [task.path={tmp_path / 'gone.jsonl'}]}}
+          - {{name: overlapped, set: [rollout.staleness.overlap=true, rollout.staleness.max=1]}}
+          - {{name: misspelt, set: ["reward.terms=[{{type: task}}, {fn % (tmp_path / 'reward.py:mien')}]"]}}
+        """)
+    lines = refused(cli, tmp_path, str(path), "--out", str(tmp_path / "out"))
+    assert len(lines) == 4, lines
+    overlapped, nofile, nodata, misspelt = lines
+    assert overlapped.startswith(f"{path}:9: arm overlapped: nproc 2: rollout.staleness.overlap: its sampler process")
+    assert nofile.startswith(f"{path}:7: arm nofile: reward.terms[1].function: {tmp_path / 'gone.py:mine'}: ")
+    assert "no such file" in nofile
+    assert nodata.startswith(f"{path}:8: arm nodata: task.path: {tmp_path / 'gone.jsonl'}: no such file")
+    assert misspelt.startswith(f"{path}:10: arm misspelt: reward.terms[1].function: ") and "'mien'" in misspelt
+    assert "did you mean" in misspelt and "mine" in misspelt
+    (bad,) = refused(cli, tmp_path, str(path), "--set", "loss.clip.eps_low=-1")
+    assert bad.startswith("--set loss.clip.eps_low=-1: "), bad
+
+
+def test_an_arm_whose_model_cannot_load_is_refused_before_any_run_trains(cli, tmp_path):
+    """An unknown built-in, a directory that holds no model, a file: named at the arm's line (a need's
+    directory, trained first by the sweep, and a path another sweep may make first are not refused)."""
+    (tmp_path / "file").write_text("not a model\n")
+    (tmp_path / "empty").mkdir()
+    path = spec(tmp_path, f"""\
+        base: grpo
+        set: [model.name=builtin:tiny-init]
+        steps: 2
+        variants:
+          - name: good
+          - {{name: unknown, set: ["model.name=builtin:tiny-nope"]}}
+          - {{name: empty, set: [model.name={tmp_path / 'empty'}]}}
+          - {{name: file, set: [model.name={tmp_path / 'file'}]}}
+          - {{name: later, set: [model.name={tmp_path / 'made-by-another-sweep'}]}}
+        """)
+    lines = refused(cli, tmp_path, str(path), "--out", str(tmp_path / "out"), "--dry-run")
+    assert [ln.split(": model.name: ")[0] for ln in lines] == [f"{path}:{n}: arm {a}" for n, a in
+                                                            ((6, "unknown"), (7, "empty"), (8, "file"))], lines
+    assert "builtin:tiny-nope: unknown built-in model (known: builtin:tiny-init" in lines[0]
+    assert lines[1].endswith(f"{tmp_path / 'empty'}: directory holds no model (no config.json) and is not a run directory")
+    assert lines[2].endswith(f"{tmp_path / 'file'}: a model must be a directory (run, checkpoint or model), not a file")
 
 
 def test_set_seed_or_name_on_the_command_line_is_refused_as_in_the_spec(cli, tmp_path):
