@@ -5,8 +5,9 @@ reads as it reads the run, so that anyone can re-test a committed result with a 
 
 Per run: recipe.yaml and eval/step_N.json as written (the per-prompt counts every verdict comes from),
 run.json reduced to what `rlvr compare` reads (seed, status, start and end times, base weights, code revision,
-fingerprint: no machine paths), and metrics.jsonl thinned to every THIN-th step and the last (the training curves and the
-diagnosis are approximate from it; the verdicts are exact). A few tens of KB per run.
+fingerprint: no machine paths), and metrics.jsonl with every step's STEP_KEYS (what the failure-mode rules and the
+figure's panels read: the diagnosis is exact from it) and every THIN-th step and the last in full. The verdicts are
+exact from the eval files. A few tens of KB per run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ import sys
 from pathlib import Path
 
 THIN = 10
+STEP_KEYS = ("step", "reward_mean", "reward_shaped_mean", "accuracy", "kl_mean", "kl_max", "entropy", "len_mean",
+             "len_correct", "len_incorrect", "truncated_frac", "clip_low_frac", "clip_high_frac", "zero_std_frac",
+             "groups_dropped_frac", "tools/call_rate", "tools/failure_rate", "tools/acc_with_call",
+             "tools/acc_without_call")
+"""Kept at every step: compare/diagnose.py's rules (KL, entropy, length, reward, accuracy) and the main panels."""
 KEEP = ("seed", "status", "started", "ended", "base_weights", "git_commit", "fingerprint", "fingerprint_changes")
 
 
@@ -32,8 +38,19 @@ def thin_copy(run: Path, out: Path) -> None:
     for f in sorted((run / "eval").glob("step_*.json")):
         shutil.copyfile(f, out / "eval" / f.name)
     lines = [ln for ln in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if ln.strip()]
-    keep = [ln for i, ln in enumerate(lines) if i % THIN == 0 or i == len(lines) - 1]
+    keep = [ln if i % THIN == 0 or i == len(lines) - 1 else _step_keys(ln) for i, ln in enumerate(lines)]
     (out / "metrics.jsonl").write_text("\n".join(keep) + "\n", encoding="utf-8")
+
+
+def _step_keys(line: str) -> str:
+    """One metrics line cut to STEP_KEYS (a line that is not a JSON object is kept as it is: compare names it)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(row, dict):
+        return line
+    return json.dumps({k: row[k] for k in STEP_KEYS if k in row})
 
 
 def main(argv: list[str]) -> int:
