@@ -95,7 +95,8 @@ def test_a_yaml_alias_bomb_in_a_verl_config_is_not_expanded(cli, tmp_path):
 
 
 @pytest.mark.parametrize("text", ["a:\n" + "".join("  " * i + "- \n" for i in range(1, 10_000)),
-                                  "[" * 10_000 + "]" * 10_000, "x: " + "9" * 5000])
+                                  "[" * 10_000 + "]" * 10_000, "x: " + "9" * 5000],
+                         ids=["deep-list", "deep-brackets", "5000-digit-int"])
 def test_deep_or_huge_yaml_is_a_warning(tmp_path, text):
     log = _good(tmp_path)
     (log.parent / ".hydra").mkdir()
