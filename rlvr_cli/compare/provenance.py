@@ -50,7 +50,7 @@ def run_provenance(run: Run) -> dict:
     return out
 
 
-CONDITIONS = ("task_data", "numerics", "torch", "reward_code")
+CONDITIONS = ("task_data", "numerics", "torch", "reward_code", "environment_code")
 """The fingerprint fields besides the base weights and the code that `rlvr compare` reports."""
 FIELDS = ("base_weights", "git_commit", "model", "code", *CONDITIONS)
 
@@ -77,9 +77,9 @@ def sentence(prov: dict) -> str:
     parts = [part(prov["model"], "Base model"), part(prov["base_weights"], "base weights"),
              _revision(prov, part)]
     for key, what in (("task_data", "task data"), ("numerics", "CPU numerics"), ("torch", "torch"),
-                      ("reward_code", "reward code")):
-        if key == "reward_code" and not any(prov.get(key) or ()):
-            continue  # no run had a function reward term: nothing to say
+                      ("reward_code", "reward code"), ("environment_code", "environment code")):
+        if key in ("reward_code", "environment_code") and not any(prov.get(key) or ()):
+            continue  # no run had a function reward term (a user's environment): nothing to say
         if key in prov:  # summaries written before fingerprints lack them
             parts.append(part(prov[key], what))
     text = "; ".join(parts) + "."

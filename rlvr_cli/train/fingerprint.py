@@ -7,6 +7,8 @@ computed in :mod:`rlvr_cli.fingerprints`; this module assembles them and records
 - ``code``: every .py file of the package, and ``code_revision``: the git commit (None outside git);
 - ``reward_code``: the user's reward functions' source (None without ``function`` terms), each one's
   digest in ``reward_functions`` (:func:`rlvr_cli.rewards.function.reward_code_fingerprint`);
+  ``environment_code`` / ``environment_functions`` the same for a user's environment (``environment.factory``
+  and ``environment.tools``; None with a built-in factory or none);
 - ``torch``, ``numerics`` (:func:`rlvr_cli.numerics.numerics_kind`: the CPU kernels' kind), ``threads``
   and ``device``: two runs alike in all of these compute the same bits; in all but these, the same up to
   the last bits of the arithmetic (which a long run can grow into other samples).
@@ -21,18 +23,19 @@ from __future__ import annotations
 
 import torch
 
-from rlvr_cli.fingerprints import blake2b_text, code_revision, data_fingerprint, package_source_digest
+from rlvr_cli.fingerprints import blake2b_text, code_revision, data_fingerprint, package_source_digest, reward_code_digest
 from rlvr_cli.numerics import numerics_kind
 from rlvr_cli.recipe.load import dump_recipe
-from rlvr_cli.rewards.function import reward_code_fingerprint
+from rlvr_cli.rewards.function import reward_code_fingerprint, source_digests
 
-CONDITIONS = ("task_data", "recipe", "code", "reward_code", "torch", "numerics", "threads", "device")
+CONDITIONS = ("task_data", "recipe", "code", "reward_code", "environment_code", "torch", "numerics", "threads", "device")
 """The fields a resumed run compares with its original (the base weights are the start's, fixed)."""
 
 
 def run_fingerprint(session, task) -> dict:
     recipe = session.recipe.model_copy(update={"name": None})
     reward_code, reward_functions = reward_code_fingerprint(recipe.reward.terms)
+    environment_code, environment_functions = environment_code_fingerprint(recipe.environment)
     return {
         "base_weights": session.run.read_status().get("base_weights"),
         "task_data": data_fingerprint(task),
@@ -41,11 +44,23 @@ def run_fingerprint(session, task) -> dict:
         "code_revision": code_revision(),
         "reward_code": reward_code,
         "reward_functions": reward_functions,
+        "environment_code": environment_code,
+        "environment_functions": environment_functions,
         "torch": torch.__version__,
         "numerics": numerics_kind() if session.device.type == "cpu" else f"{session.device.type} (not pinned)",
         "threads": torch.get_num_threads(),
         "device": session.device.type,
     }
+
+
+def environment_code_fingerprint(spec) -> tuple[str | None, dict[str, str | None]]:
+    """(one digest over the user's environment code, or None without it; per reference): the factory's
+    module file and each plain tool's, as reward functions' (a built-in factory is the package's code)."""
+    if spec is None:
+        return None, {}
+    refs = [spec.factory] if spec.factory and not spec.factory.startswith("builtin:") else []
+    digests = source_digests(sorted(set(refs) | set(spec.tools)))
+    return (reward_code_digest(digests), digests) if digests else (None, {})
 
 
 def record_fingerprint(session, task) -> None:

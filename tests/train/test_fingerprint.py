@@ -24,7 +24,9 @@ def test_a_run_records_its_fingerprint_and_a_resume_under_other_conditions_says_
     assert res.code == 0, res.stderr
     fp = json.loads((run / "run.json").read_text())["fingerprint"]
     assert set(fp) == {"base_weights", "task_data", "recipe", "code", "code_revision", "reward_code",
-                       "reward_functions", "torch", "numerics", "threads", "device"}
+                       "reward_functions", "environment_code", "environment_functions", "torch", "numerics",
+                       "threads", "device"}
+    assert fp["environment_code"] is None and fp["environment_functions"] == {}  # single-turn
     assert fp["reward_code"] is None and fp["reward_functions"] == {}  # no function term
     assert fp["base_weights"] == shipped_manifest()["tiny"]["weights"]
     assert fp["numerics"] == numerics_kind() and fp["device"] == "cpu" and fp["threads"] == 1
@@ -96,3 +98,21 @@ def test_display_path(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert display_path(path) == path
     assert display_path(tmp_path / "runs" / "a") == "runs/a"
+
+
+def test_a_users_environment_code_is_in_the_fingerprint(tmp_path, monkeypatch):
+    """Issue 49 (the environment part): editing the environment's module changes `environment_code`; a
+    built-in factory is the package's code (None here, `code` covers it)."""
+    from rlvr_cli.recipe.environment import EnvironmentSpec
+    from rlvr_cli.train.fingerprint import environment_code_fingerprint
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "env.py").write_text("class Env:\n    def reset(self, **row):\n        return None\n")
+    (tmp_path / "tools.py").write_text("def add(a, b):\n    return a + b\n")
+    spec = EnvironmentSpec(factory="env.py:Env", tools=["tools.py:add"])
+    digest, each = environment_code_fingerprint(spec)
+    assert digest.startswith("blake2b:") and sorted(each) == ["env.py:Env", "tools.py:add"]
+    (tmp_path / "tools.py").write_text("def add(a, b):\n    return b + a\n")
+    assert environment_code_fingerprint(spec)[0] != digest
+    assert environment_code_fingerprint(EnvironmentSpec(factory="builtin:calculator")) == (None, {})
+    assert environment_code_fingerprint(None) == (None, {})
