@@ -59,8 +59,10 @@ def test_every_shipped_rl_recipe_trains(name, tiny_base, tmp_path, cli):
         assert set(required) <= set(r), set(required) - set(r)
         assert 0 <= r["accuracy"] <= 1 and r["gen_tokens"] > 0
     status = json.loads((out / "run.json").read_text())
-    ro = load_recipe(name).rollout  # bf16 sampling or an IS correction needs the trainer's own log-probs
-    want = "recompute" if ro.sample_autocast != "none" or ro.is_correction.mode != "none" else "sampler"
+    rec = load_recipe(name)  # bf16 sampling, an IS correction or tool replies need the trainer's own log-probs
+    ro = rec.rollout
+    want = ("recompute" if ro.sample_autocast != "none" or ro.is_correction.mode != "none" or rec.environment
+            else "sampler")
     assert status["status"] == "finished" and status["old_logprobs"] == want
     assert sorted(evals(out)) == [0, 2]
     assert (out / "checkpoints" / "step_2" / "model.safetensors").is_file()
