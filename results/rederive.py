@@ -58,6 +58,10 @@ def main(args: list[str]) -> int:
     names = [a for a in args if a != "--check"]
     specs = sorted(p for p in (ROOT / "results").rglob("sweep.yaml") if (p.parent / "records").is_dir())
     if names:
+        known = {str(s.parent.relative_to(ROOT / "results")) for s in specs}
+        if set(names) - known:
+            print(f"unknown or without records: {sorted(set(names) - known)} (known: {sorted(known)})", file=sys.stderr)
+            return 2
         specs = [s for s in specs if str(s.parent.relative_to(ROOT / "results")) in names]
     failed = 0
     for spec in specs:

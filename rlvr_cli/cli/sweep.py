@@ -219,7 +219,8 @@ def _pilot_runs(paths: list[str]) -> list[str]:
         elif p.is_dir():
             found += sorted(str(d) for d in p.iterdir() if (d / "run.json").is_file())
         else:
-            raise UserError(f"--pilot {p}: no such directory")
+            raise UserError(f"--pilot {p}: not a run directory (one with run.json) nor a folder of them"
+                            if p.exists() else f"--pilot {p}: no such directory")
     if not found:
         raise UserError(f"--pilot {' '.join(paths)}: no run directory (one with run.json) there")
     return found

@@ -72,12 +72,8 @@ class ToolEpisode:
         hangs is the recipe's environment failing, not the model: ``UserError`` (exit 2)."""
         if self.env is None:
             return None
-        kind, value = run_limited(lambda: self.env.reset(**row), self.spec.tool_timeout_s, "reset")
-        where = f"environment.factory: {self.loaded.label}: reset(**row) of row {str(row.get('id', '?'))[:60]!r}"
-        if kind == "timeout":
-            raise UserError(f"{where} took longer than environment.tool_timeout_s ({self.spec.tool_timeout_s:g} s)")
-        if kind == "error":
-            raise UserError(f"{where} raised {describe_exception(value)}{raised_at(value)}")
+        value = self._user_call(lambda: self.env.reset(**row), "reset",
+                                f"reset(**row) of row {str(row.get('id', '?'))[:60]!r}")
         if value is None:
             return None
         return writable(value if isinstance(value, str) else str(value), self.tokenizer)
@@ -109,6 +105,17 @@ class ToolEpisode:
         self._note(note)
         return ToolReply(calls.wrap(self.protocol, body, self.chatml), failed, note)
 
+    def _user_call(self, fn, name: str, what: str):
+        """``fn()`` under environment.tool_timeout_s; a hang or an exception in the recipe's own environment
+        (not in a tool the model called) is a ``UserError`` naming ``what``."""
+        kind, value = run_limited(fn, self.spec.tool_timeout_s, name)
+        where = f"environment.factory: {self.loaded.label}: {what}"
+        if kind == "timeout":
+            raise UserError(f"{where} took longer than environment.tool_timeout_s ({self.spec.tool_timeout_s:g} s)")
+        if kind == "error":
+            raise UserError(f"{where} raised {describe_exception(value)}{raised_at(value)}")
+        return value
+
     def call_cost(self) -> float:
         """``environment.call_cost`` x the calls made (failed ones too): what the trajectory's reward loses."""
         return self.spec.call_cost * self.stats.calls
@@ -120,12 +127,8 @@ class ToolEpisode:
         if not callable(fn):
             return None
 
-        kind, value = run_limited(lambda: settled(fn()), self.spec.tool_timeout_s, "get_reward")
         where = f"environment.factory: {self.loaded.label}: get_reward()"
-        if kind == "timeout":
-            raise UserError(f"{where} took longer than environment.tool_timeout_s ({self.spec.tool_timeout_s:g} s)")
-        if kind == "error":
-            raise UserError(f"{where} raised {describe_exception(value)}{raised_at(value)}")
+        value = self._user_call(lambda: settled(fn()), "get_reward", "get_reward()")
         if value is None:
             return None
         try:

@@ -59,3 +59,5 @@ def test_no_pilot_and_a_lone_pilot_flag_are_refused(tmp_path):
         _call(spec, pilot=[str(tmp_path)])
     with pytest.raises(UserError, match="no run directory"):
         _call(spec, plan_target=0.05, pilot=[str(tmp_path)])
+    with pytest.raises(UserError, match="not a run directory"):
+        _call(spec, plan_target=0.05, pilot=[str(spec)])

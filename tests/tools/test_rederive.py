@@ -31,3 +31,7 @@ def test_a_changed_verdict_is_reported(tmp_path):
                       {"label": "b", "against_control": {"verdict": "worse", "pass@1": {"mean": -0.1}}}]}
     (tmp_path / "summary.json").write_text(json.dumps(s))
     assert rederive.verdicts(tmp_path / "summary.json") == {"b": ("worse", -0.1)}
+
+
+def test_an_unknown_name_is_refused(capsys):
+    assert rederive.main(["nope"]) == 2 and "nope" in capsys.readouterr().err
