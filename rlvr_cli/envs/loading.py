@@ -18,7 +18,8 @@ fresh object per trajectory (TRL pools objects and reuses them through ``reset``
 as ``error: ExcType: message`` (TRL: ``{'error': 'message'}``); tools run under a timeout (TRL has none).
 
 Everything is checked when the run starts (:func:`load_environment`, called by
-:func:`rlvr_cli.envs.episode_factory` and by ``rlvr recipes validate``): a reference that does not import,
+:func:`rlvr_cli.envs.episode_factory` and by ``rlvr recipes validate``), the user's modules first imported
+in a child process with a time limit (a module that hangs or exits at import): a reference that does not import,
 a factory that is not callable or raises on ``options``, an object without ``reset``, no tools at all, a
 tool that is not callable, two tools of one name: a ``UserError`` naming ``environment.factory``,
 ``environment.options`` or ``environment.tools[i]`` and the reference (exit 2).
@@ -117,10 +118,25 @@ def _probe(factory: Callable, ref: str, options: dict, timeout_s: float):
     return value
 
 
+def _check_imports(spec) -> None:
+    """Import the user's environment modules first in a child process, with a time limit: a module that
+    waits for something at import, exits or crashes is one line naming its field (exit 2), not a hung or
+    silently ended rlvr (the reward functions' checked import, rlvr_cli/rewards/function_import.py)."""
+    from rlvr_cli.rewards.function_import import check_importable
+
+    fields = {ref: f"environment.tools[{i}]" for i, ref in enumerate(spec.tools)}
+    if spec.factory is not None and not spec.factory.startswith("builtin:"):
+        fields[spec.factory] = "environment.factory"
+    problems = check_importable([ref for ref in fields if split_reference(ref)[0]], None)
+    for ref, problem in problems.items():
+        raise UserError(f"{fields[ref]}: {problem}")
+
+
 def load_environment(spec) -> Loaded:
     """The environment ``spec`` (an ``EnvironmentSpec``) names, checked (see the module docstring)."""
     if spec.factory is None and not spec.tools:
         raise UserError("environment: give a factory (a class, e.g. builtin:calculator) or tools (plain functions)")
+    _check_imports(spec)
     functions: dict[str, Callable] = {}
     for i, ref in enumerate(spec.tools):
         fn = _named(ref, f"environment.tools[{i}]", "function")

@@ -23,13 +23,17 @@ reward terms (the user's ``function`` terms included, through the worker pool) a
   to its unknown token (`warn`).
 - whether the true reward can be learned: no prompt solved in any sample at the base is `FAIL` (RL
   cannot raise accuracy from 0), with its own message.
+- with an environment: the share of trajectories that call the tool, failed calls, accuracy with and
+  without a call; `warn` when none calls (RL cannot teach a call the model never makes).
 - the sampling settings: top-p / top-k draw from a truncated distribution; the loss's log-probs are
   renormalised on each token's sampling support, so the truncated policy is what trains, and a token
   alone in its support gets no gradient (`warn`; docs/async.md).
 
 The recipe's own notes and the model notes (learning rate, precision) that ``rlvr recipes validate``
-prints come with it. Shaping is that of step 1: length controls and DAPO's soft overlong punishment are
-applied; KL in the reward is not (at step 1 the policy is the reference, k1 = 0).
+prints come with it. The reward is the trainer's, shaped as step 1 shapes it (one function,
+rlvr_cli/train/objective.py::shape_rewards): the terms plus an environment's ``get_reward()``, length
+controls, the tool calls' price (``environment.call_cost``) and DAPO's soft overlong punishment; KL in
+the reward adds nothing at step 1 (the policy is the reference, k1 = 0).
 """
 
 from __future__ import annotations
@@ -40,8 +44,6 @@ from dataclasses import dataclass, field
 import torch
 
 from rlvr_cli.algo.advantages import group_advantages, zero_spread_groups
-from rlvr_cli.algo.length_control import length_controlled_rewards
-from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.errors import UserError
 from rlvr_cli.evaluation import doctor_data
 from rlvr_cli.keyed_random import stream_key
@@ -52,6 +54,8 @@ from rlvr_cli.rewards import ScoreItem, Scorer
 from rlvr_cli.evaluation.decoding import environment_turns
 from rlvr_cli.sampling.rounds import RoundKey, RoundSettings, draw_prompts, sample_round
 from rlvr_cli.tasks import build_task, encode_prompt
+from rlvr_cli.train.objective import shape_rewards
+from rlvr_cli.train.rollouts.collect import environment_rewards
 
 TRUNCATED_WARN = 0.25
 """Share of truncated responses from which the doctor warns: beyond a quarter, the limit shapes what is learned."""
@@ -130,7 +134,7 @@ def diagnose(recipe: Recipe, num_prompts: int = 8) -> Diagnosis:
         scores = scorer.score(items) if items else []
     diag = Diagnosis(findings, [], recipe.notes() + model_notes(recipe), len(fits), len(items))
     if items:
-        _check_scores(recipe, items, scores, diag)
+        _check_scores(recipe, items, scores, diag, Trajectories.of(out, len(items)))
     findings.append(_sampling(recipe))
     diag.samples = [{"prompt": it.problem.prompt, "response": it.response, "reward": s.reward, "outcome": s.outcome}
                     for it, s in list(zip(items, scores))[:: max(1, g)][:4]]
@@ -138,16 +142,56 @@ def diagnose(recipe: Recipe, num_prompts: int = 8) -> Diagnosis:
     return diag
 
 
-def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosis) -> None:
-    """The findings that need the scored responses (rows are groups of G, in order)."""
+@dataclass
+class Trajectories:
+    """What the environment adds to each response's reward at step 1 (zeros for single-turn)."""
+
+    env_rewards: list[float]
+    """TRL's ``get_reward()`` per trajectory (rlvr_cli/train/rollouts/collect.py::environment_rewards)."""
+    calls: list[int]
+    """Tool calls per trajectory, priced by ``environment.call_cost``."""
+    failures: list[int] = field(default_factory=list)
+    """Failed calls per trajectory (an error, a timeout, a malformed call); empty for single-turn."""
+
+    @classmethod
+    def of(cls, out, n: int) -> "Trajectories":
+        episodes = getattr(out, "episodes", None) or []
+        return cls(environment_rewards(out, n), [ep.stats.calls for ep in episodes] or [0] * n,
+                   [ep.stats.failures for ep in episodes])
+
+    def finding(self, correct: list[bool]) -> Finding | None:
+        """How often the base model calls the tool, how often a call fails, and its accuracy with and without a
+        call (the step's ``tools/*`` metrics, before training); `warn` when no trajectory calls: RL only
+        reweights what the model samples, so a model that never calls is not taught to (TRL #5366)."""
+        if not self.failures:
+            return None
+        n, calling, calls = len(self.calls), sum(c > 0 for c in self.calls), sum(self.calls)
+        if not calling:
+            return Finding("tool calls", f"no trajectory of {n} calls the tool", "warn",
+                           "the base model never calls it, and RL reweights only what it samples: no trajectory can "
+                           "show a call paying off (prompt the call's form, or warm-start on traces that call; docs/tools.md)")
+
+        def acc(rows):
+            return f"{sum(rows) / len(rows):.2f}" if rows else "-"
+        with_ = [c for c, k in zip(correct, self.calls) if k]
+        without = [c for c, k in zip(correct, self.calls) if not k]
+        return Finding("tool calls", f"{_share(calling, n)} of trajectories call; {_share(sum(self.failures), calls)} "
+                       f"calls fail; accuracy {acc(with_)} with a call, {acc(without)} without", "info")
+
+
+def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosis, traj: Trajectories) -> None:
+    """The findings that need the scored responses (rows are groups of G, in order): the reward is the
+    trainer's (terms + the environment's ``get_reward()``), shaped as step 1 shapes it."""
     g, n = recipe.rollout.group_size, len(items)
-    rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64).view(-1, g)
+    rewards = torch.tensor([s.reward + e for s, e in zip(scores, traj.env_rewards)], dtype=torch.float64).view(-1, g)
     correct = torch.tensor([s.correct for s in scores]).view(-1, g)
     cut = torch.tensor([it.truncated for it in items]).view(-1, g)
     lengths = torch.tensor([len(it.completion_ids) for it in items], dtype=torch.float32).view(-1, g)
     keys = list(scores[0].terms)
     terms = torch.tensor([[s.terms[k] for k in keys] for s in scores], dtype=torch.float64).view(-1, g, len(keys))
-    shaped = _shaped(recipe, rewards, lengths, correct)
+    calls = torch.tensor(traj.calls, dtype=torch.float64)
+    shaped = shape_rewards(recipe, rewards.flatten(), lengths.flatten().to(rewards.dtype), None, None, None,
+                           calls=calls).view(-1, g)  # step 1: pi = pi_ref, so KL in the reward adds nothing
     f = diag.findings
     k = int(cut.sum())
     unusable = recipe.reward.truncated_is_incorrect or recipe.overlong.mask_truncated
@@ -176,6 +220,8 @@ def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosi
     if k < n:  # every response cut is its own FAIL, and the cause
         f.append(Finding(*doctor_data.learnable_finding(int(correct.any(dim=1).sum()), p, n, g)))
     f.append(_disagreement(rewards, correct))
+    if (tools := traj.finding(correct.flatten().tolist())) is not None:
+        f.append(tools)
     for j, (key, term) in enumerate(zip(keys, recipe.reward.terms)):
         v = terms[:, :, j]
         label = term.doctor_label(key)  # rlvr_cli/recipe/reward_terms.py
@@ -191,18 +237,6 @@ def _check_scores(recipe: Recipe, items: list[ScoreItem], scores, diag: Diagnosi
     if not solved and f[-1].check == "constant reward terms":  # flat because nothing is right, not broken
         f[-1].detail = ("the same value on every response: the term adds nothing to the advantage (no response "
                         "is correct: see `true reward learnable`)")
-
-
-def _shaped(recipe: Recipe, rewards, lengths, correct) -> torch.Tensor:
-    """Step 1's shaped reward (P, G): length controls and DAPO's soft overlong penalty (no KL: pi = pi_ref)."""
-    out = rewards
-    if (lc := recipe.reward.length_control) is not None:
-        out = length_controlled_rewards(rewards, lengths.to(rewards.dtype), rewards > 0, *lc.weights())
-    sp = recipe.overlong.soft_punish
-    if sp is not None:
-        pen = soft_overlong_penalty(lengths.flatten(), recipe.rollout.max_new_tokens, sp.buffer, sp.factor)
-        out = out + pen.view_as(out).to(out.dtype)
-    return out
 
 
 def _silent_groups(recipe: Recipe, shaped, terms, cut) -> torch.Tensor:

@@ -27,15 +27,17 @@ IMPORT_TIMEOUT_S = 60.0
 takes seconds on a loaded machine; one that waits for something at import would take for ever)."""
 
 
-def check_importable(refs: list[str], names: set[str], memory_mb: int | None = None,
+def check_importable(refs: list[str], names: set[str] | None, memory_mb: int | None = None,
                      timeout_s: float | None = None) -> dict[str, str]:
     """``{ref: problem}`` for each of ``refs`` that cannot be imported and called with the keywords
-    ``names`` (an empty dict when all can), found in a child process (see the module docstring)."""
+    ``names`` (an empty dict when all can), found in a child process (see the module docstring).
+    ``names`` None: only import each reference's module (an environment's, imported by rlvr's own process
+    next; rlvr_cli/envs/loading.py)."""
     if not refs:
         return {}
     timeout_s = IMPORT_TIMEOUT_S if timeout_s is None else timeout_s
-    cmd = [sys.executable, "-m", "rlvr_cli.rewards.worker", "--check-functions", json.dumps(refs),
-           "--names", json.dumps(sorted(names))]
+    cmd = [sys.executable, "-m", "rlvr_cli.rewards.worker", "--check-functions", json.dumps(refs)]
+    cmd += ["--import-only"] if names is None else ["--names", json.dumps(sorted(names))]
     if memory_mb:
         cmd += ["--memory-mb", str(memory_mb)]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True,

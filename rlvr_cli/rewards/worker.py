@@ -50,16 +50,22 @@ def _answer(req: dict, send) -> dict:
     return {"id": req["id"], "outcome": "error", "reward": 0.0, "answer": None, "detail": detail}
 
 
-def check_functions(refs: list[str], names: set[str], send) -> None:
-    """``--check-functions``: import each user reward function and check its signature, one message before
-    and one after each (:mod:`rlvr_cli.rewards.function_import` reads them), then exit."""
+def check_functions(refs: list[str], names: set[str] | None, send) -> None:
+    """``--check-functions``: import each user reward function and check its signature (only import its
+    module when ``names`` is None), one message before and one after each
+    (:mod:`rlvr_cli.rewards.function_import` reads them), then exit."""
     from rlvr_cli.errors import UserError
     from rlvr_cli.rewards.function import check_signature, load_function
+
+    from rlvr_cli.user_code import import_where
 
     for ref in refs:
         send({"importing": ref})
         try:
-            check_signature(load_function(ref), ref, names)
+            if names is None:  # --import-only (an environment's module): import it, no signature to check
+                import_where(ref)
+            else:
+                check_signature(load_function(ref), ref, names)
             problem = None
         except UserError as e:
             problem = e.problems[0]
@@ -76,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--functions", default="[]", help="JSON list of user reward functions to import at start")
     parser.add_argument("--check-functions", help="JSON list of user reward functions to import, check and exit")
     parser.add_argument("--names", default="[]", help="with --check-functions: the keywords rlvr passes")
+    parser.add_argument("--import-only", action="store_true", help="with --check-functions: import, check no signature")
     args = parser.parse_args(argv)
     die_with_parent()
     proto = os.fdopen(os.dup(1), "w", encoding="ascii", buffering=1)
@@ -88,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory_mb:
         limit_address_space(args.memory_mb << 20)  # a sandboxed program sets its own, possibly higher
     if args.check_functions is not None:
-        check_functions(json.loads(args.check_functions), set(json.loads(args.names)), send)
+        check_functions(json.loads(args.check_functions), None if args.import_only else set(json.loads(args.names)), send)
         return
     for name in filter(None, args.preload.split(",")):
         if name == "math":

@@ -136,6 +136,25 @@ def test_a_module_that_raises_at_import_is_named_with_its_line(tmp_path):
         load_environment(EnvironmentSpec(factory=f"{tmp_path}/broken.py:Env"))
 
 
+@pytest.mark.parametrize("body, says", [
+    ("import time\ntime.sleep(60)\n", "did not finish within 1 s"),
+    ("import os\nos._exit(0)\n", "ended the process (exit status 0)"),
+])
+def test_a_module_that_hangs_or_exits_at_import_is_stopped_and_named(tmp_path, monkeypatch, body, says):
+    """The module is imported first in a child process with a time limit: rlvr's own process never hangs
+    in it or ends with it."""
+    import rlvr_cli.rewards.function_import as function_import
+
+    monkeypatch.setattr(function_import, "IMPORT_TIMEOUT_S", 1.0)
+    (tmp_path / "slow.py").write_text(body + "def tool(x):\n    return x\n")
+    for spec, field in ((EnvironmentSpec(factory=f"{tmp_path}/slow.py:Env"), "environment.factory"),
+                        (EnvironmentSpec(tools=[f"{tmp_path}/slow.py:tool"]), "environment.tools[0]")):
+        with pytest.raises(UserError) as e:
+            load_environment(spec)
+        (line,) = e.value.problems
+        assert line.startswith(f"{field}: ") and "slow.py" in line and says in line, line
+
+
 def test_a_tool_name_the_tokenizer_cannot_write_is_refused(tmp_path):
     from rlvr_cli.models.tokenizer import build_char_tokenizer
 

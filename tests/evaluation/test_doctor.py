@@ -136,3 +136,41 @@ def test_the_sampling_finding_names_what_trains_and_where():
         assert "rlvr_cli/algo/logprobs.py" in f.detail and "docs/async.md" in f.detail
     f = doctor._sampling(load_recipe("grpo", []))
     assert f.verdict == "ok" and "full distribution" in f.value
+
+
+def test_the_reward_checked_is_the_trainers_with_the_environments_parts():
+    """get_reward() and environment.call_cost enter the doctor's reward as they enter step 1's: a group
+    whose terms are all equal still has spread when its trajectories make different numbers of calls."""
+    from rlvr_cli.evaluation.doctor import Diagnosis, Trajectories, _check_scores
+    from rlvr_cli.rewards.scorer import Score, ScoreItem
+    from rlvr_cli.tasks.base import Problem
+
+    recipe = load_recipe("recipes/experiments/tools/mask.yaml", ["environment.call_cost=0.1"])
+    g = recipe.rollout.group_size
+    items = [ScoreItem(Problem(id="p", prompt="1*2=", reference="2"), "#2", k, 1, False, [1, 2]) for k in range(g)]
+    scores = [Score(1.0, True, "correct", "2", {"task": 1.0}) for _ in range(g)]
+
+    def spread(traj):
+        d = Diagnosis([], [], [], 1, g)
+        _check_scores(recipe, items, scores, d, traj)
+        return next(f.value for f in d.findings if f.check == "groups with zero reward spread")
+
+    assert spread(Trajectories([0.0] * g, [0] * g, [0] * g)) == "1 of 1 (100%)"
+    assert spread(Trajectories([0.0] * g, [1] + [0] * (g - 1), [0] * g)) == "0 of 1 (0%)"  # one call priced 0.1
+    assert spread(Trajectories([0.5] + [0.0] * (g - 1), [0] * g, [0] * g)) == "0 of 1 (0%)"  # get_reward() added
+    free = load_recipe("recipes/experiments/tools/mask.yaml")  # call_cost 0: calls alone change nothing
+    d = Diagnosis([], [], [], 1, g)
+    _check_scores(free, items, scores, d, Trajectories([0.0] * g, [1] + [0] * (g - 1)))
+    assert next(f.value for f in d.findings if f.check == "groups with zero reward spread") == "1 of 1 (100%)"
+
+
+def test_the_tool_call_finding_warns_when_the_base_never_calls():
+    from rlvr_cli.evaluation.doctor import Trajectories
+
+    assert Trajectories([0.0] * 4, [0] * 4).finding([True] * 4) is None  # single-turn: no line
+    never = Trajectories([0.0] * 4, [0] * 4, [0] * 4).finding([False, True, False, False])
+    assert (never.check, never.value, never.verdict) == ("tool calls", "no trajectory of 4 calls the tool", "warn")
+    # 2 of 4 call (3 calls, 1 failed); right 2/2 with a call, 0/2 without
+    some = Trajectories([0.0] * 4, [1, 2, 0, 0], [0, 1, 0, 0]).finding([True, True, False, False])
+    assert (some.value, some.verdict) == ("2 of 4 (50%) of trajectories call; 1 of 3 (33%) calls fail; "
+                                          "accuracy 1.00 with a call, 0.00 without", "info")

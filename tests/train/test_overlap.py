@@ -283,3 +283,16 @@ def test_a_reward_error_in_the_sampler_ends_it_without_noise(tiny_base, tmp_path
     assert f"reward.terms[1].function {ref}:" in lines[0]
     assert "Exception ignored" not in res.stderr and "raise SystemExit(0)" not in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_an_environment_in_the_loop_overlapped_equals_the_in_process_lag(tiny_base, started, tmp_path):
+    """The sampler process builds the environment from the recipe and sends each trajectory's origins and
+    counters with its batch: the overlapped run's metrics, tools/* included, are the in-process run's."""
+    env = ("environment.factory=builtin:calculator", "rollout.old_logprobs=auto", "steps=2", "checkpoint.every=0")
+    for overlap in ("false", "true"):
+        rl.train_rl(recipe(tiny_base, *env, f"rollout.staleness.overlap={overlap}"), tmp_path / overlap)
+    rows = metrics(tmp_path / "true")
+    assert [row["policy_lag"] for row in rows] == [0, 1]
+    assert all(row["tools/turns_mean"] is not None and row["tools/call_rate"] is not None for row in rows)
+    assert rows == metrics(tmp_path / "false")
+    assert not alive(started[0].pid)
