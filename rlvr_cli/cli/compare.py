@@ -89,6 +89,7 @@ def compare(
     many = len(summary["variants"]) > 1
     if many:
         table.add_column(f"vs {escape(summary['control'])}", overflow="fold", ratio=2)
+    table.add_column("vs base", overflow="fold", ratio=2)
     table.add_column("diagnosis", overflow="fold", ratio=2)
     for v in summary["variants"]:
         f = v["final"]
@@ -99,6 +100,7 @@ def compare(
             _mean(f["pass@1"]),
             _mean(f["pass@k"]) + (f" (k={v['k']})" if v["k"] and not same_k else ""),
             *([_against_cell(v["against_control"])] if many else []),
+            _against_cell(v.get("against_base"), "-"),
             _diagnosis_cell(v["diagnosis"]),
         )
     console.print(table)
@@ -121,12 +123,13 @@ def _mean(sp: dict) -> str:
     return f"{sp['mean']:.3f}" + (f"±{sp['std']:.3f}" if sp["std"] is not None else "")
 
 
-def _against_cell(a: dict | None) -> str:
-    """The verdict against the control with the pass@1 difference, `control` for the control itself."""
+def _against_cell(a: dict | None, missing: str = "control") -> str:
+    """The verdict against the control (or the base) with the pass@1 difference, ``missing`` without one
+    (`control` for the control itself)."""
     if a is None:
-        return "control"
+        return missing
     if a["refused"] is not None:
-        return "[yellow]not paired[/yellow]"
+        return "[yellow]not paired[/yellow]" if missing == "control" else missing
     d = a["pass@1"]
     colour = {"better": "green", "worse": "red"}.get(a["verdict"])
     short = a["verdict"].replace(" at this budget", "")  # the rule and the budget are in summary.md

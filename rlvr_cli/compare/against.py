@@ -67,18 +67,8 @@ def compare_to_control(variants: list[Variant], control: Variant, n_resamples: i
         arms[v.label]["curve_vs_control"] = {"ceiling": cmp.ceiling, "efficiency": cmp.efficiency,
                                              "p_ceiling": cmp.p_ceiling, "p_midpoint": cmp.p_midpoint,
                                              "summary": cmp.summary}
-    labels = [lbl for lbl in arms if arms[lbl]["refused"] is None]
-    for metric in METRICS:  # Holm over the arms, one family per metric
-        adjusted = paired.holm([tests[lbl][0][metric].p_value for lbl in labels])
-        for lbl, p_holm in zip(labels, adjusted):
-            arms[lbl][metric]["p_holm"] = p_holm
-    mc_holm = paired.holm([tests[lbl][1].p_value if tests[lbl][1] is not None else None for lbl in labels])
-    for lbl, p_mc in zip(labels, mc_holm):
-        arm = arms[lbl]
-        if arm["mcnemar"] is not None:
-            arm["mcnemar"]["p_holm"] = p_mc
-        arm["verdict"] = paired.verdict(tests[lbl][0]["pass@1"], arm["pass@1"]["p_holm"])
-        arm["legacy_verdict"] = paired.legacy_verdict(tests[lbl][2], tests[lbl][1], p_mc)
+    labels = _holm_family(arms, tests)
+    for lbl in labels:
         different = _different_base(control, next(v for v in others if v.label == lbl), fingerprints or {})
         if different:
             arm["verdict_withheld"] = different
@@ -98,27 +88,88 @@ def compare_to_control(variants: list[Variant], control: Variant, n_resamples: i
             "curves": {lbl: f[0] for lbl, f in fits.items()}}
 
 
+def compare_to_base(variants: list[Variant], n_resamples: int = paired.N_RESAMPLES,
+                    seed: int = paired.BOOTSTRAP_SEED) -> dict:
+    """Each variant against the base model it started from: its runs' last common eval step against their
+    own step 0 (eval/step_0.json), paired by prompt and by run (each run's base and final on its seed),
+    with the same primary test, MDE, Holm family (over the variants) and secondary lines as an arm against
+    the control. It answers "did training change pass@1?" where :func:`compare_to_control` answers "did
+    the switch?". {"n_resamples", "seed", "confidence", "alpha", "power", "arms": {label: ARM}}; an ARM's
+    ``step`` is the final step compared, ``refused`` says why there is none (no step-0 evaluation)."""
+    m = max(1, len(variants))
+    confidence = 1 - paired.ALPHA / m
+    arms: dict[str, dict] = {}
+    tests: dict[str, tuple | None] = {}
+    for v in variants:
+        runs = [r for r in v.runs if r.evals]
+        steps = set.intersection(*({s for s in r.evals if s > 0} for r in runs)) if runs else set()
+        if not runs or not all(0 in r.evals for r in runs):
+            arms[v.label], tests[v.label] = _empty(), None
+            arms[v.label]["refused"] = "no step-0 evaluation (eval/step_0.json) in every run: no base to pair with"
+        elif not steps:
+            arms[v.label], tests[v.label] = _empty(), None
+            arms[v.label]["refused"] = "no eval step after 0 that every run evaluated"
+        else:
+            seeds = [r.seed for r in runs]
+            arms[v.label], tests[v.label] = _tested(("base", seeds, [r.evals[0] for r in runs]),
+                                                    (v.label, seeds, [r.evals[max(steps)] for r in runs]),
+                                                    max(steps), n_resamples, seed, confidence, m)
+    _holm_family(arms, tests)
+    return {"n_resamples": n_resamples, "seed": seed, "confidence": confidence, "alpha": paired.ALPHA,
+            "power": crossed.POWER, "arms": arms}
+
+
+def _holm_family(arms: dict[str, dict], tests: dict) -> list[str]:
+    """Holm over the arms tested (one family per metric, and McNemar's), then each arm's verdict (pass@1's)
+    and the old rule's; the labels of the arms tested."""
+    labels = [lbl for lbl in arms if arms[lbl]["refused"] is None]
+    for metric in METRICS:
+        adjusted = paired.holm([tests[lbl][0][metric].p_value for lbl in labels])
+        for lbl, p_holm in zip(labels, adjusted):
+            arms[lbl][metric]["p_holm"] = p_holm
+    mc_holm = paired.holm([tests[lbl][1].p_value if tests[lbl][1] is not None else None for lbl in labels])
+    for lbl, p_mc in zip(labels, mc_holm):
+        arm = arms[lbl]
+        if arm["mcnemar"] is not None:
+            arm["mcnemar"]["p_holm"] = p_mc
+        arm["verdict"] = paired.verdict(tests[lbl][0]["pass@1"], arm["pass@1"]["p_holm"])
+        arm["legacy_verdict"] = paired.legacy_verdict(tests[lbl][2], tests[lbl][1], p_mc)
+    return labels
+
+
 METRICS = ("pass@1", "pass@k", "pass^k")
 """The per-prompt scores tested; the verdict is pass@1's (the primary test), the others are reported."""
 
 
+def _empty() -> dict:
+    return {"step": None, "binary": None, "paired_seeds": None, "k": None, "pass@1": None, "pass@k": None,
+            "pass^k": None, "seed_consistency": None, "bootstrap": None, "mcnemar": None, "verdict": None,
+            "legacy_verdict": None, "refused": None}
+
+
 def _against(control: Variant, other: Variant, n_resamples: int, seed: int, confidence: float,
              m: int) -> tuple[dict, tuple | None]:
-    out: dict = {"step": None, "binary": None, "paired_seeds": None, "k": None, "pass@1": None,
-                 "pass@k": None, "pass^k": None, "seed_consistency": None, "bootstrap": None, "mcnemar": None,
-                 "verdict": None, "legacy_verdict": None, "refused": None}
     step, why = _budget(control, other)
     if step is None:
+        out = _empty()
         out["refused"] = why
         return out, None
+    return _tested(*[(v.label, [r.seed for r in v.runs if r.evals], [r.evals[step] for r in v.runs if r.evals])
+                     for v in (control, other)], step, n_resamples, seed, confidence, m)
+
+
+def _tested(control: tuple[str, list, list[dict]], other: tuple[str, list, list[dict]], step: int,
+            n_resamples: int, seed: int, confidence: float, m: int) -> tuple[dict, tuple | None]:
+    """One comparison of two arms' eval records, each (label, seeds, records), at ``step`` (see the module
+    docstring); the ARM dict and (tests, McNemar, bootstrap) for the family's Holm step, None when refused."""
+    out = _empty()
     out["step"] = step
-    crec = [r.evals[step] for r in control.runs if r.evals]
-    orec = [r.evals[step] for r in other.runs if r.evals]
+    crec, orec = control[2], other[2]
     greedy = all(isinstance(rec.get("per_prompt_greedy"), list) for rec in crec + orec)
     key = "per_prompt_greedy" if greedy else "per_prompt_majority"
     try:
-        a = paired.arm_from_records(control.label, [r.seed for r in control.runs if r.evals], crec, key)
-        b = paired.arm_from_records(other.label, [r.seed for r in other.runs if r.evals], orec, key)
+        a = paired.arm_from_records(control[0], control[1], crec, key)
+        b = paired.arm_from_records(other[0], other[1], orec, key)
         pairing = paired.pair_arms(a, b)
         k = max(set.intersection(*(set(rec["pass_at_k"]) for rec in crec + orec)) & set(range(1, a.n + 1)),
                 default=1)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr_cli.compare import paired
-from rlvr_cli.compare.against import compare_to_control, resolve_control
+from rlvr_cli.compare.against import compare_to_base, compare_to_control, resolve_control
 from rlvr_cli.compare.diagnose import Verdict, diagnose
 from rlvr_cli.compare.load import Skipped, load_runs
 from rlvr_cli.compare.plot import make_figure, save_figure
@@ -86,7 +86,7 @@ def compare_runs(
         warnings=comparability_warnings(variants),
         figures=[f.name for f in files],
         out_dir=display_path(out),
-        control=AgainstControl(against, provenance),
+        control=AgainstControl(against, provenance, compare_to_base(variants, n_resamples)),
     )
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", render_markdown(summary))

@@ -15,11 +15,14 @@ each variant's ``against_control`` / ``curve`` and each run's ``provenance``: re
                   "resamples": int, "final_steps": int},
      "control": label, "against_control": {"control", "n_resamples", "seed", "confidence", "alpha",
                                            "arms": {label: ARM}, "curves": {label: CURVE}},
+     "against_base": {"n_resamples", "seed", "confidence", "alpha", "power"} | null,
      "provenance": {"base_weights"|"git_commit"|"model"|"task_data"|"numerics"|"torch": [distinct values,
                     null = unknown], "changed": [run paths resumed under other conditions]},
      "axes": [dotted recipe keys that differ between variants],
      "variants": [{"label": str, "axes": {key: value}, "runs": [path], "seeds": [int|null],
                    "last_steps": [int], "k": int|null, "against_control": ARM|null, "curve": CURVE,
+                   "against_base": ARM|null (the last common eval step against the runs' step 0; added
+                                   within version 3, absent in older files),
                    "final": {"accuracy"|"pass@1"|"pass@k"|"distinct_correct"|"len_mean"|"kl_mean"|"entropy"
                              |LENGTH_FINALS|"filler|wrong"|"filler|right": SPREAD},
                    "base": {"pass@1"|"pass@k"|"filler|wrong"|"filler|right": SPREAD},
@@ -135,6 +138,8 @@ class AgainstControl:
 
     result: dict | None = None
     provenance: dict[str, dict] = field(default_factory=dict)
+    base: dict | None = None
+    """:func:`rlvr_cli.compare.against.compare_to_base`'s result: each variant against its base model."""
 
 
 def build_summary(
@@ -169,6 +174,7 @@ def build_summary(
                             for name, key in VERBOSITY.items()}},
                 "diagnosis": {m: _count(verdicts[str(r.path)][m] for r in v.runs) for m in dg.MODES},
                 "against_control": (against or {}).get("arms", {}).get(v.label),
+                "against_base": (control.base or {}).get("arms", {}).get(v.label),
                 "curve": (against or {}).get("curves", {}).get(v.label),
             }
         )
@@ -206,6 +212,7 @@ def build_summary(
         "figures": figures,
         "control": (against or {}).get("control"),
         "against_control": against,
+        "against_base": {k: x for k, x in control.base.items() if k != "arms"} if control.base else None,
         "provenance": pv.summarize({p: x for p, x in provenance.items() if x}) if provenance else None,
     }
 
@@ -222,6 +229,8 @@ def render_markdown(summary: dict) -> str:
         lines += ["", "Provenance: " + pv.sentence(summary["provenance"])]
     if summary.get("against_control") and len(summary["variants"]) > 1:
         lines += ["", *against_section(summary["against_control"])]
+    if summary.get("against_base"):
+        lines += ["", *base_section(summary)]
     lines += ["", "## Diagnosis", ""]
     for v in summary["variants"]:
         lines.append(f"### {v['label']}")
@@ -375,7 +384,27 @@ def against_section(ag: dict) -> list[str]:
     return lines
 
 
-def arm_sentence(label: str, a: dict, control: str, curve: dict | None, control_curve: dict | None) -> str:
+def base_section(summary: dict) -> list[str]:
+    """summary.md's "Against the base model" section: each variant's last common eval step against its
+    runs' step 0, by the same test (did training change pass@1 at all?)."""
+    ag = summary["against_base"]
+    m = len(summary["variants"])
+    lines = ["## Against the base model (step 0)", "",
+             "Each variant's last eval step that all its runs have, against the same runs' step-0 evaluation "
+             "(the base model), paired by prompt and by run, with the primary test above"
+             f"{', Holm-adjusted over the ' + str(m) + ' variants' if m > 1 else ''} "
+             f"({100 * ag['confidence']:.4g}% intervals): training changed pass@1 or it did not, at the MDE stated. "
+             "With one run per variant it is a statement about that run's checkpoint.", ""]
+    for v in summary["variants"]:
+        a = v.get("against_base")
+        if a is not None:
+            lines.append(f"- {arm_sentence(v['label'], a, 'its base', None, None, curve_line=False)}")
+    lines.append("")
+    return lines
+
+
+def arm_sentence(label: str, a: dict, control: str, curve: dict | None, control_curve: dict | None,
+                 curve_line: bool = True) -> str:
     """One arm against the control in words: the verdict, the numbers and the power behind it, the
     secondary lines, and the curve's reading."""
     if a["refused"] is not None:
@@ -409,6 +438,8 @@ def arm_sentence(label: str, a: dict, control: str, curve: dict | None, control_
             extra.append(f"old rule: {a['legacy_verdict']}")
         if extra:
             head += " Secondary: " + "; ".join(extra) + "."
+    if not curve_line:
+        return head
     return head + " " + curve_sentence(label, a.get("curve_vs_control"), curve, control, control_curve)
 
 
