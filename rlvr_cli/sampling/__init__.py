@@ -176,6 +176,56 @@ class SamplingOptions:
     only), `generic` (``model.forward`` with its own cache) or `auto` (static where supported)."""
 
 
+@dataclass
+class Prefilled:
+    """The state decoding starts from (:func:`prefill`)."""
+
+    decoder: "StaticDecoder | _Generic"
+    logits: torch.Tensor
+    """(B, V) float32: the next-token logits after each row's prompt."""
+    full_mask: torch.Tensor
+    """(B, width + max_new_tokens) bool: the attention mask of every slot the cache will hold."""
+    next_pos: torch.Tensor
+    """(B,) the position of each row's first new token."""
+    width: int
+    """The longest prompt: new token t fills cache slot ``width + t``."""
+
+
+def prefill(model, prompt_ids: list[list[int]], options: "SamplingOptions", static: bool) -> Prefilled:
+    """Run the prompts through ``model`` once and set up the KV cache for ``options.max_new_tokens`` more
+    tokens (the static decoder when ``static``), for :func:`generate` and the multi-turn sampler alike.
+
+    A group repeats its prompt G times: each distinct prompt is prefilled once and its cache copied to its
+    rows. A prompt that leaves no room for ``max_new_tokens`` in the model's positions is a ``UserError``."""
+    device = next(model.parameters()).device
+    b = len(prompt_ids)
+    width = max(len(p) for p in prompt_ids)
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(limit, int) and width + options.max_new_tokens > limit:
+        raise UserError(
+            f"max_new_tokens: a prompt of {width} tokens plus {options.max_new_tokens} new tokens exceeds the "
+            f"model's {limit} positions"
+        )
+    distinct: dict[tuple, int] = {}
+    rows_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids], device=device)
+    ids, mask = _left_pad([list(p) for p in distinct], options.pad_token_id, device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    dtype = options.autocast_dtype
+    amp = torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
+    with amp:
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+    logits = out.logits[:, -1, :].float()
+    total = width + options.max_new_tokens
+    dec = (StaticDecoder if static else _Generic)(model, out, b, total, amp)
+    del out
+    if len(distinct) < b:
+        dec.select(rows_of)
+        logits, mask, positions = logits[rows_of], mask[rows_of], positions[rows_of]
+    full_mask = torch.ones((b, total), dtype=torch.bool, device=device)
+    full_mask[:, :width] = mask.bool()
+    return Prefilled(dec, logits, full_mask, positions[:, -1] + 1, width)
+
+
 @torch.inference_mode()  # no autograd bookkeeping at all: every output is a Python list
 def generate(
     model,
@@ -208,20 +258,6 @@ def generate(
         raise ValueError(f"the static decoder does not support {type(model).__name__}")
     eos = {options.eos_token_id} if isinstance(options.eos_token_id, int) else set(options.eos_token_id)
     eos_t = torch.tensor(sorted(eos), device=device)
-    width = max(len(p) for p in prompt_ids)
-    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    if isinstance(limit, int) and width + options.max_new_tokens > limit:
-        raise UserError(
-            f"max_new_tokens: a prompt of {width} tokens plus {options.max_new_tokens} new tokens exceeds the "
-            f"model's {limit} positions"
-        )
-    # a group repeats its prompt G times: prefill each distinct prompt once and copy its cache to its rows
-    distinct: dict[tuple, int] = {}
-    rows_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids], device=device)
-    ids, mask = _left_pad([list(p) for p in distinct], options.pad_token_id, device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    dtype = options.autocast_dtype
-    amp = torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
     keys = None
     if row_keys is not None:
         if len(row_keys) != b:
@@ -229,19 +265,8 @@ def generate(
         keys = torch.as_tensor(row_keys, dtype=torch.long).to(device)
         # every draw of this call at once, [original row, t]: the same values as uniforms(keys, t) step by step
         table = uniforms(keys[:, None], torch.arange(options.max_new_tokens, device=device))
-    with amp:
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-    logits = out.logits[:, -1, :].float()
-    total = width + options.max_new_tokens
-    dec = (StaticDecoder if static_ok and options.decoder != "generic" else _Generic)(model, out, b, total, amp)
-    del out
-    if len(distinct) < b:
-        dec.select(rows_of)
-        logits, mask, positions = logits[rows_of], mask[rows_of], positions[rows_of]
-    # the attention mask of every slot the cache will hold: the prompt's, then ones
-    full_mask = torch.ones((b, total), dtype=torch.bool, device=device)
-    full_mask[:, :width] = mask.bool()
-    next_pos = positions[:, -1] + 1
+    pre = prefill(model, prompt_ids, options, static_ok and options.decoder != "generic")
+    dec, logits, full_mask, next_pos, width = pre.decoder, pre.logits, pre.full_mask, pre.next_pos, pre.width
 
     tokens = torch.zeros((options.max_new_tokens, b), dtype=torch.long, device=device)  # [t, original row]
     logps = torch.zeros((options.max_new_tokens, b), dtype=torch.float32, device=device)

@@ -38,16 +38,14 @@ tokenizer it is always 0.
 from __future__ import annotations
 
 from collections import deque
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
 
 from rlvr_cli.envs.protocol import ENVIRONMENT, MODEL
-from rlvr_cli.errors import UserError
 from rlvr_cli.keyed_random import sample_inverse_cdf, uniforms
-from rlvr_cli.sampling import DROP_FINISHED_AT, Samples, SamplingOptions, _Generic, _left_pad, filter_logits
-from rlvr_cli.sampling.decode_step import StaticDecoder, static_decode_supported
+from rlvr_cli.sampling import DROP_FINISHED_AT, Samples, SamplingOptions, filter_logits, prefill
+from rlvr_cli.sampling.decode_step import static_decode_supported
 
 
 
@@ -143,36 +141,15 @@ def generate_turns(model, tokenizer, prompt_ids: list[list[int]], episodes: list
         raise ValueError("generate_turns: one episode, row and key per prompt")
     eos = {options.eos_token_id} if isinstance(options.eos_token_id, int) else set(options.eos_token_id)
     budget = options.max_new_tokens
-    width = max(len(p) for p in prompt_ids)
-    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    if isinstance(limit, int) and width + budget > limit:
-        raise UserError(f"max_new_tokens: a prompt of {width} tokens plus {budget} new tokens exceeds the "
-                        f"model's {limit} positions")
     state = [_Row(ep, budget) for ep in episodes]
     for st, row in zip(state, rows):
         st.queue(_encode(tokenizer, st.episode.reset(row) or ""))
     longest = [max((len(s) for s in st.episode.stop_strings), default=0) for st in state]
-    # a group repeats its prompt: prefill each distinct prompt once and copy its cache to its rows (as generate)
-    distinct: dict[tuple, int] = {}
-    rows_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids], device=device)
-    ids, mask = _left_pad([list(p) for p in distinct], options.pad_token_id, device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    amp = torch.autocast(device.type, dtype=options.autocast_dtype) if options.autocast_dtype else nullcontext()
     keys = torch.as_tensor(row_keys, dtype=torch.long).to(device)
     table = uniforms(keys[:, None], torch.arange(budget, device=device))
-    with amp:
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-    logits = out.logits[:, -1, :].float()
-    total = width + budget
-    static = static_decode_supported(model) and options.decoder != "generic"
-    dec = (StaticDecoder if static else _Generic)(model, out, b, total, amp)
-    del out
-    if len(distinct) < b:
-        dec.select(rows_of)
-        logits, mask, positions = logits[rows_of], mask[rows_of], positions[rows_of]
-    full_mask = torch.ones((b, total), dtype=torch.bool, device=device)
-    full_mask[:, :width] = mask.bool()
-    next_pos = positions[:, -1] + 1
+    # a group repeats its prompt: each distinct prompt prefilled once, its cache copied to its rows (as generate)
+    pre = prefill(model, prompt_ids, options, static_decode_supported(model) and options.decoder != "generic")
+    dec, logits, full_mask, next_pos, width = pre.decoder, pre.logits, pre.full_mask, pre.next_pos, pre.width
     order = list(range(b))  # original row of each row of the decoded batch
     gen_tokens = 0
     for t in range(budget):
