@@ -27,7 +27,7 @@ LAYERS = (
     ("recipe",),
     ("algo",),
     ("run_files", "dist"),
-    ("keyed_random", "console", "fingerprints", "user_code"),
+    ("keyed_random", "console", "fingerprints", "user_code", "checked_import"),
     ("io", "errors", "processes", "__init__"),
     ("numerics",),
 )

@@ -27,7 +27,7 @@ LEFT_AND_WHY = {
     "rewards/sandbox/": "harness, runner and server are one sandbox, tested whole (tests/rewards/test_code_tests.py, "
                         "test_sandbox_forgery.py); the codec has its own",
     "rewards/worker.py": "the verifier pool's child side: tests/rewards/test_rewards_pool.py and test_rewards_function.py",
-    "rewards/function_import.py": "the checked import of a user's module in a child: test_rewards_function.py",
+    "checked_import.py": "the checked import of a user's module in a child: tests/rewards/test_rewards_function.py, tests/envs/test_envs_loading.py",
     "rewards/reasoning_gym.py": "test_safe_eval_in_reasoning_gym.py and tests/tasks/test_tasks_reasoning_gym.py",
     "rewards/samples.py": "`rlvr verify`'s input: tests/cli/test_verify_cli.py",
     "tasks/chat_worker.py": "the chat renderer's child side: tests/tasks/test_chat_render_limits.py",

@@ -121,8 +121,8 @@ def _probe(factory: Callable, ref: str, options: dict, timeout_s: float):
 def _check_imports(spec) -> None:
     """Import the user's environment modules first in a child process, with a time limit: a module that
     waits for something at import, exits or crashes is one line naming its field (exit 2), not a hung or
-    silently ended rlvr (the reward functions' checked import, rlvr_cli/rewards/function_import.py)."""
-    from rlvr_cli.rewards.function_import import check_importable
+    silently ended rlvr (the reward functions' checked import, rlvr_cli/checked_import.py)."""
+    from rlvr_cli.checked_import import check_importable
 
     fields = {ref: f"environment.tools[{i}]" for i, ref in enumerate(spec.tools)}
     if spec.factory is not None and not spec.factory.startswith("builtin:"):

@@ -31,7 +31,7 @@ reward terms (the user's ``function`` terms included, through the worker pool) a
 
 The recipe's own notes and the model notes (learning rate, precision) that ``rlvr recipes validate``
 prints come with it. The reward is the trainer's, shaped as step 1 shapes it (one function,
-rlvr_cli/train/objective.py::shape_rewards): the terms plus an environment's ``get_reward()``, length
+rlvr_cli/rewards/shaping.py::shape_rewards): the terms plus an environment's ``get_reward()``, length
 controls, the tool calls' price (``environment.call_cost``) and DAPO's soft overlong punishment; KL in
 the reward adds nothing at step 1 (the policy is the reference, k1 = 0).
 """
@@ -51,11 +51,10 @@ from rlvr_cli.models import load_model, resolve_device, sampling_autocast, train
 from rlvr_cli.models.notes import model_notes
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import ScoreItem, Scorer
+from rlvr_cli.rewards.shaping import environment_rewards, shape_rewards
 from rlvr_cli.evaluation.decoding import environment_turns
 from rlvr_cli.sampling.rounds import RoundKey, RoundSettings, draw_prompts, sample_round
 from rlvr_cli.tasks import build_task, encode_prompt
-from rlvr_cli.train.objective import shape_rewards
-from rlvr_cli.train.rollouts.collect import environment_rewards
 
 TRUNCATED_WARN = 0.25
 """Share of truncated responses from which the doctor warns: beyond a quarter, the limit shapes what is learned."""
@@ -147,7 +146,7 @@ class Trajectories:
     """What the environment adds to each response's reward at step 1 (zeros for single-turn)."""
 
     env_rewards: list[float]
-    """TRL's ``get_reward()`` per trajectory (rlvr_cli/train/rollouts/collect.py::environment_rewards)."""
+    """TRL's ``get_reward()`` per trajectory (rlvr_cli/rewards/shaping.py::environment_rewards)."""
     calls: list[int]
     """Tool calls per trajectory, priced by ``environment.call_cost``."""
     failures: list[int] = field(default_factory=list)

@@ -7,7 +7,7 @@ column or a gold answer that cannot be extracted is named as training would name
 the verifier cannot read (:func:`gold_problem`) by its line. A Hugging Face
 dataset name is not fetched (that needs the network): `rlvr doctor` reads it. A function term's module is
 imported as the scorer imports it before a run samples anything: in a child process under a time and memory
-limit (:mod:`rlvr_cli.rewards.function_import`), so a module that hangs or exits at import is a problem
+limit (:mod:`rlvr_cli.checked_import`), so a module that hangs or exits at import is a problem
 named here, not a hang of `rlvr recipes validate` or `rlvr sweep`. The environment's factory and tools
 (``environment.factory``, ``environment.tools``) are imported in this process and one environment is built.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from rlvr_cli.errors import UserError
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards.function import PASSED
-from rlvr_cli.rewards.function_import import check_importable
+from rlvr_cli.checked_import import check_importable
 from rlvr_cli.tasks import build_task
 from rlvr_cli.tasks.dataset import LOCAL_FORMATS
 

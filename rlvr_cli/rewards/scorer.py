@@ -33,7 +33,7 @@ from rlvr_cli.errors import UserError
 from rlvr_cli.rewards import outcome as oc
 from rlvr_cli.rewards.format_reward import format_reward
 from rlvr_cli.rewards.function import PASSED, Call, FunctionFailed, to_call, values_from
-from rlvr_cli.rewards.function_import import check_importable
+from rlvr_cli.checked_import import check_importable
 from rlvr_cli.rewards.outcome import Outcome
 from rlvr_cli.rewards.pool import Check, VerifierPool, run_checks
 from rlvr_cli.rewards.registry import get_verifier, options_for
@@ -120,7 +120,7 @@ class Scorer:
     ``score`` is thread-safe (one batch at a time) and never raises for anything a model can write; a
     ``function`` term that fails raises ``UserError`` (the user's code is wrong, not the model).
     A ``function`` term's module is imported here at once, in a child process under a time and memory limit
-    (:mod:`rlvr_cli.rewards.function_import`), so that a missing module, a module that hangs or exits at
+    (:mod:`rlvr_cli.checked_import`), so that a missing module, a module that hangs or exits at
     import, or a signature that cannot take rlvr's keywords is an error before any sampling.
     """
 

@@ -53,7 +53,7 @@ def _answer(req: dict, send) -> dict:
 def check_functions(refs: list[str], names: set[str] | None, send) -> None:
     """``--check-functions``: import each user reward function and check its signature (only import its
     module when ``names`` is None), one message before and one after each
-    (:mod:`rlvr_cli.rewards.function_import` reads them), then exit."""
+    (:mod:`rlvr_cli.checked_import` reads them), then exit."""
     from rlvr_cli.errors import UserError
     from rlvr_cli.rewards.function import check_signature, load_function
 

@@ -1,7 +1,8 @@
 """The recipe read as formulas: which :mod:`rlvr_cli.algo` functions a step calls, on plain tensors.
 
 Every function here takes the recipe and tensors (no model, no session), so each phase of the step's
-objective is testable on hand-made tensors: the shaped reward (:func:`shape_rewards`), the advantages
+objective is testable on hand-made tensors: the shaped reward (:func:`shape_rewards`, from
+:mod:`rlvr_cli.rewards.shaping`: the doctor shapes with it too), the advantages
 (:func:`step_advantages`), the entropy remedies' tokens (:func:`token_selection`), the per-token loss
 (:func:`token_loss`, its objective :func:`policy_surrogate`), the adaptive entropy coefficient
 (:class:`EntropyControl`) and the rows that loss leaves at exactly zero (:func:`zero_loss_rows`).
@@ -26,9 +27,8 @@ from rlvr_cli.algo.entropy_remedies import (
     top_entropy_mask,
 )
 from rlvr_cli.algo.aggregation import aggregate
-from rlvr_cli.algo.env_tokens import EnvTokenMasks, call_cost_rewards, echo_loss, env_token_masks, void_turn_rows
-from rlvr_cli.algo.kl import KL_ESTIMATORS, kl_penalized_rewards
-from rlvr_cli.algo.length_control import length_controlled_rewards
+from rlvr_cli.algo.env_tokens import EnvTokenMasks, echo_loss, env_token_masks, void_turn_rows
+from rlvr_cli.algo.kl import KL_ESTIMATORS
 from rlvr_cli.algo.overlong import soft_overlong_penalty
 from rlvr_cli.algo.passk import pass_at_k
 from rlvr_cli.algo.passk_objectives import passk_analytic_advantages, pkpo_rewards
@@ -36,30 +36,7 @@ from rlvr_cli.algo.reward_combination import decoupled_group_advantages
 from rlvr_cli.algo.off_policy import behaviour_kl
 from rlvr_cli.algo.policy_loss import SurrogateOut
 from rlvr_cli.recipe.schema import Recipe
-
-
-def shape_rewards(recipe: Recipe, rewards, response_lengths, old_logp, ref_logp, mask, model_tokens=None,
-                  calls=None) -> torch.Tensor:
-    """The reward the advantages see: raw ``rewards`` (B,) + length controls - the tool calls' price
-    (``environment.call_cost`` times ``calls`` (B,), multi-turn) + DAPO soft overlong penalty on the
-    ``response_lengths`` (B,, environment tokens included), then KL in the reward (r <- r - beta * sum_t
-    k1_t) when the reference's log-probs ``ref_logp`` (B, T) were computed, over the model's tokens
-    (``model_tokens`` (B, T)) unless ``environment.kl_on_env_tokens``."""
-    shaped = rewards.clone()
-    if (lc := recipe.reward.length_control) is not None:  # first, on group-major rows; c_i = r_i > 0 (schema)
-        r, n = rewards.view(-1, recipe.rollout.group_size), response_lengths.view(-1, recipe.rollout.group_size)
-        shaped = length_controlled_rewards(r, n, r > 0, *lc.weights()).flatten()
-    env = recipe.environment
-    if env is not None and calls is not None:  # the calls' price, after the length controls (they read raw r)
-        shaped = call_cost_rewards(shaped, calls, env.call_cost)
-        if model_tokens is not None and not env.kl_on_env_tokens:
-            mask = mask * model_tokens
-    sp = recipe.overlong.soft_punish
-    if sp is not None:
-        shaped = shaped + soft_overlong_penalty(response_lengths, recipe.rollout.max_new_tokens, sp.buffer, sp.factor)
-    if ref_logp is not None and recipe.kl.in_reward:
-        shaped = kl_penalized_rewards(shaped, old_logp, ref_logp, mask, recipe.kl.beta)
-    return shaped
+from rlvr_cli.rewards.shaping import shape_rewards  # noqa: F401 - the step's first phase, named here with the rest
 
 
 def decoupled_terms(recipe: Recipe, term_values, response_lengths) -> tuple[torch.Tensor, list[float]] | None:

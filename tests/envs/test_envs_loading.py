@@ -143,7 +143,7 @@ def test_a_module_that_raises_at_import_is_named_with_its_line(tmp_path):
 def test_a_module_that_hangs_or_exits_at_import_is_stopped_and_named(tmp_path, monkeypatch, body, says):
     """The module is imported first in a child process with a time limit: rlvr's own process never hangs
     in it or ends with it."""
-    import rlvr_cli.rewards.function_import as function_import
+    import rlvr_cli.checked_import as function_import
 
     monkeypatch.setattr(function_import, "IMPORT_TIMEOUT_S", 1.0)
     (tmp_path / "slow.py").write_text(body + "def tool(x):\n    return x\n")

@@ -90,7 +90,7 @@ def test_gold_answers_written_as_floats_are_named_by_line(cli, folder):
 def test_a_module_that_hangs_or_exits_at_import_is_named_not_a_hang(cli, folder, monkeypatch, body, said):
     """Issue 50: validate imported the user's module in its own process, so a sleeping module hung it and
     `os._exit(0)` ended it with exit 0 and no word; now the import is the scorer's checked one (a child)."""
-    monkeypatch.setattr("rlvr_cli.rewards.function_import.IMPORT_TIMEOUT_S", 3.0)
+    monkeypatch.setattr("rlvr_cli.checked_import.IMPORT_TIMEOUT_S", 3.0)
     (folder / "reward.py").write_text(body + REWARD)
     msg = _problem(cli, _write(folder))
     assert "reward.terms[1].function: reward.py:credit: importing reward.py" in msg and said in msg, msg

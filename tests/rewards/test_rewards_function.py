@@ -365,7 +365,7 @@ def test_a_module_that_misbehaves_at_import_is_refused_in_a_child(tmp_path, arit
     Ctrl-C at import is a UserError (exit 2) naming the function, and rlvr's own process never imports it."""
     import sys
 
-    from rlvr_cli.rewards import function_import
+    from rlvr_cli import checked_import as function_import
 
     monkeypatch.setattr(function_import, "IMPORT_TIMEOUT_S", 2.0)
     path = tmp_path / file

@@ -28,6 +28,7 @@ from rlvr_cli.evaluation.decoding import environment_turns
 from rlvr_cli.models import sampling_autocast
 from rlvr_cli.recipe.schema import Recipe
 from rlvr_cli.rewards import ScoreItem
+from rlvr_cli.rewards.shaping import environment_rewards
 from rlvr_cli.sampling import TokenSupport
 from rlvr_cli.sampling.rounds import RoundKey, RoundSettings, draw_prompts, sample_round
 from rlvr_cli.tasks import Problem
@@ -195,14 +196,6 @@ def _rounds(session: RolloutSession, task, scorer, step: int, max_rounds: int, s
                 stats.groups_dropped += 1
         if len(kept) >= ro.prompts_per_step:
             break
-
-
-def environment_rewards(out, n: int) -> list[float]:
-    """Each trajectory's environment reward (TRL's ``get_reward()``, summed with the reward terms at
-    weight 1, as TRL sums its reward sources); 0.0 without an environment or where it has none."""
-    episodes = getattr(out, "episodes", None) or []
-    values = [ep.reward() for ep in episodes]
-    return [float(v) if v is not None else 0.0 for v in values] if values else [0.0] * n
 
 
 def _trajectory_fields(out, sl: slice) -> dict:

@@ -1,4 +1,5 @@
-"""The checked import of a user's reward functions: in a child process, with a time and a memory limit.
+"""The checked import of a user's code (reward functions, an environment's module): in a child process,
+with a time and a memory limit.
 
 A user's module runs its own code when imported. Imported in rlvr's process, a module that sleeps at
 import hangs ``rlvr train`` and ``rlvr doctor`` for ever, and one that calls ``os._exit(0)`` ends them with
@@ -7,6 +8,8 @@ in ``python -m rlvr_cli.rewards.worker --check-functions``, a child process unde
 (``reward.worker_memory_mb``), dying with its parent, given ``IMPORT_TIMEOUT_S``; the child also checks
 each signature (:func:`rlvr_cli.rewards.function.check_signature`). A hang, an exit, a crash, an
 exception or a signature that cannot take rlvr's keywords is one line naming the function (exit 2).
+An environment's module (rlvr_cli/envs/loading.py) is only imported there (``--import-only``): its
+objects are built and called in rlvr's process, under the environment's own limits.
 
 Protocol (JSON lines on the worker's private copy of its stdout, so the module's prints cannot corrupt it): ``{"importing": ref}`` before each import, then ``{"ref": ref,
 "problem": null | "one line"}``.
