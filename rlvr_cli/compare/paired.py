@@ -110,8 +110,9 @@ def arm_from_records(name: str, seeds: Sequence[int | None], records: Sequence[d
     Reads ``n``, ``per_prompt`` [{"id", "correct"}] and ``binary_key`` (``per_prompt_majority`` or
     ``per_prompt_greedy``: a list of bools in ``per_prompt``'s order). Raises ``UserError`` naming the
     arm, the seed and the field for: no records, a record without per-prompt results, a count that is
-    not an integer in [0, n] (NaN included), a repeated prompt id, or seeds evaluated on different
-    prompts or n. ``binary`` is None when any record lacks ``binary_key`` (records written before it).
+    not an integer in [0, n] (NaN included), or seeds evaluated on different prompts or n. A prompt
+    listed twice (a dataset with a repeated row) is two entries, paired by occurrence
+    (:func:`occurrence_keys`). ``binary`` is None when any record lacks ``binary_key`` (records written before it).
     """
     if len(seeds) != len(records):
         raise ValueError("one seed per record")
@@ -138,9 +139,7 @@ def arm_from_records(name: str, seeds: Sequence[int | None], records: Sequence[d
                 raise UserError(f"{where}: per_prompt[{i}] ({pid!r}): correct = {c!r}, expected an integer 0..{n}")
             ids.append(str(pid))
             counts.append(int(c))
-        if len(set(ids)) != len(ids):
-            dup = next(x for x in ids if ids.count(x) > 1)
-            raise UserError(f"{where}: prompt id {dup!r} appears twice in per_prompt: cannot pair by prompt")
+        ids = occurrence_keys(ids)
         if ids0 is None:
             ids0, n0 = ids, n
         else:
@@ -156,6 +155,19 @@ def arm_from_records(name: str, seeds: Sequence[int | None], records: Sequence[d
             flags.append([b[order[p]] for p in ids0])
     return ArmEval(name, tuple(seeds), tuple(ids0), n0, np.asarray(rows, dtype=np.int64),
                    None if flags is None else np.asarray(flags, dtype=bool))
+
+
+def occurrence_keys(ids: Sequence[str]) -> list[str]:
+    """``ids`` with the k-th repeat of an id (k >= 2) keyed ``id#k``: a held-out set that lists one prompt
+    twice (a dataset with a repeated row; prompt ids are content digests) was evaluated twice, with
+    independent samples, in every arm, so its k-th occurrences pair with each other. ["a", "b", "a"] ->
+    ["a", "b", "a#2"]."""
+    seen: dict[str, int] = {}
+    out = []
+    for pid in ids:
+        seen[pid] = seen.get(pid, 0) + 1
+        out.append(pid if seen[pid] == 1 else f"{pid}#{seen[pid]}")
+    return out
 
 
 def _finite(x: int | float) -> bool:

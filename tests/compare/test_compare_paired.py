@@ -274,7 +274,6 @@ def test_refuses_seeds_of_one_arm_on_different_prompts():
         ({"n": 4}, "no per_prompt list"),
         ({"n": 4, "per_prompt": []}, "no per_prompt list"),
         ({"n": float("nan"), "per_prompt": [{"id": "a", "correct": 1}]}, "n = nan"),
-        (record([1, 2], ids=["a", "a"]), "prompt id 'a' appears twice"),
         (record([1, 2], majority=[True]), "per_prompt_majority is not a list of 2"),
     ],
 )
@@ -282,6 +281,19 @@ def test_hostile_records(rec, match):
     with pytest.raises(UserError, match=match) as e:
         arm_from_records("A", [3], [rec])
     assert "arm A (seed 3)" in str(e.value)
+
+
+def test_a_prompt_listed_twice_pairs_by_occurrence():
+    """A dataset with a repeated row lists its prompt twice in every arm's held-out set: the k-th
+    occurrences pair with each other, whatever order the other arm lists them in."""
+    from rlvr_cli.compare.paired import occurrence_keys
+
+    assert occurrence_keys(["a", "b", "a", "a"]) == ["a", "b", "a#2", "a#3"]
+    a = arm_from_records("A", [0], [record([1, 2, 3], ids=["a", "b", "a"])])
+    b = arm_from_records("B", [0], [record([4, 0, 2], ids=["a", "b", "a"])])
+    assert a.prompt_ids == ("a", "b", "a#2") and a.correct.tolist() == [[1, 2, 3]]
+    pairing = pair_arms(a, b)
+    assert pairing.other.correct.tolist() == [[4, 0, 2]]
 
 
 def test_an_arm_with_no_eval_files():
