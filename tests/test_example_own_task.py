@@ -113,3 +113,34 @@ def test_under_trl_the_function_is_the_same_reward():
         rlvr.close()
     assert got == pytest.approx([1.0 + 0.2 * direct[0], 0.0 + 0.2 * direct[1]])
     assert direct[1] > 0  # the first column total is right: the function's part is not zero
+
+
+SMOLLM2 = REPO / "examples" / "own_task_smollm2"
+
+
+def _smollm2_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"own_task_smollm2_{name}", SMOLLM2 / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_smollm2_example_data_and_reward_function(tmp_path, monkeypatch):
+    """examples/own_task_smollm2 (its training run is results/own_task_smollm2): the data file is the
+    script's, and the TRL-signature function reads plain and chat completions alike."""
+    make = _smollm2_module("make_data")
+    lines = (SMOLLM2 / "problems.jsonl").read_text().splitlines()
+    assert [json.loads(x) for x in lines] == make.rows() and len(lines) == 320
+    assert all(r["larger"] == max(r["a"], r["b"]) and r["a"] != r["b"] for r in make.rows())
+    reward = _smollm2_module("reward")
+    chat = [[{"role": "assistant", "content": "The larger number is 83."}]]
+    assert reward.names_a_candidate(chat + ["83 is larger than 47", "It is 100.", "no number"],
+                                    a=[47] * 4, b=[83] * 4) == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_the_smollm2_example_recipe_validates_from_another_directory(cli, monkeypatch, tmp_path):
+    """Its paths are read from the recipe's folder: `rlvr recipes validate` passes from anywhere, without
+    loading the model (data, columns, the function's file, name and signature)."""
+    monkeypatch.chdir(tmp_path)
+    res = cli("recipes", "validate", str(SMOLLM2 / "recipe.yaml"))
+    assert res.code == 0, res.stderr
