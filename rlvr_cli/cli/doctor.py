@@ -22,7 +22,8 @@ def doctor(
     """Sample the base model on the first prompts of the run's first step with the recipe's own settings,
     score them with its reward terms, and print what would make the run learn nothing or mislead:
     truncated responses, groups with zero reward spread or no learning signal, the reward per term, reward
-    against accuracy, whether the true reward can be learned, the sampling settings, and the recipe's notes.
+    against accuracy, whether the true reward can be learned, with an environment how often the base calls the
+    tool (warn: never), the sampling settings, and the recipe's notes.
     Every row of a file task is checked for prompts longer than the context, gold answers the verifier
     cannot read and characters the tokenizer does not know, each named by file:line.
 

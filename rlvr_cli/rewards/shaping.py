@@ -4,9 +4,18 @@
 overlong punishment and KL in the reward; :func:`environment_rewards` is the environment's own reward
 (TRL's ``get_reward()``), added to the reward terms before shaping. ``rlvr doctor`` checks the reward
 of step 1 with the same code (rlvr_cli/evaluation/doctor.py), so what it reports is what trains.
+
+    r'_i = L(r)_i - c * calls_i + overlong(|o_i|) - beta * sum_t k1_t     (KL term only for kl.placement reward)
+
+Each term's equation, paper and unit test are in its own function under :mod:`rlvr_cli.algo` (length
+controls: Kimi k1.5 / prime-rl; the call cost: env_tokens.call_cost_rewards; DAPO arXiv 2503.14476 §3.4;
+KL in the reward: Ouyang et al. 2022); this module fixes only their order, tested in
+tests/algo/test_algo_env_tokens.py and tests/train/test_length_control_wiring.py.
 """
 
 from __future__ import annotations
+
+import torch
 
 from rlvr_cli.algo.env_tokens import call_cost_rewards
 from rlvr_cli.algo.kl import kl_penalized_rewards
