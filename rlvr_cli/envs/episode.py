@@ -116,10 +116,6 @@ class ToolEpisode:
             raise UserError(f"{where} raised {describe_exception(value)}{raised_at(value)}")
         return value
 
-    def call_cost(self) -> float:
-        """``environment.call_cost`` x the calls made (failed ones too): what the trajectory's reward loses."""
-        return self.spec.call_cost * self.stats.calls
-
     def reward(self) -> float | None:
         """``env.get_reward()`` (TRL), None when the environment has none or returns None; a failing or
         non-finite one is a ``UserError`` (as a failing reward function is)."""

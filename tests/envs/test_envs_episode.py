@@ -43,11 +43,10 @@ def test_void_turns_calls_and_the_last_turn(env_ref):
     assert ep.step("<echo>2</echo>").text == "<r>2</r>"  # turn 2: a call
     assert ep.step("<echo>3</echo>") is None  # turn 3 = max_turns: a call gets no reply, and it is void (no answer)
     assert (ep.stats.turns, ep.stats.calls, ep.stats.void_turns) == (3, 2, 1)
-    assert ep.call_cost() == 0.0
-    priced = episode_factory(EnvironmentSpec(factory=env_ref, protocol="tags", call_cost=0.25), None, "builtin:tiny")({})
-    priced.step("<echo>1</echo>")
-    priced.step("1</echo>")  # a failed call costs too
-    assert priced.call_cost() == 0.5
+    counted = episode_factory(EnvironmentSpec(factory=env_ref, protocol="tags"), None, "builtin:tiny")({})
+    counted.step("<echo>1</echo>")
+    counted.step("1</echo>")  # a failed call counts too (environment.call_cost prices calls: algo/env_tokens.py)
+    assert (counted.stats.calls, counted.stats.failures) == (2, 1)
     answered = episode_factory(EnvironmentSpec(factory=env_ref, protocol="tags"), None, "builtin:tiny", has_answer)({})
     assert answered.step("#42") is None and answered.stats.void_turns == 0
     rambling = episode_factory(EnvironmentSpec(factory=env_ref, protocol="tags"), None, "builtin:tiny", has_answer)({})
