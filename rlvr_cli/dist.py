@@ -68,7 +68,19 @@ def init_from_env(spec, device_setting: str) -> str:
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
         device = f"cuda:{local}"
-    tdist.init_process_group(backend=backend, timeout=_dt.timedelta(seconds=spec.timeout_s))
+    # Joining blocks inside torch's C++ rendezvous, where a Python SIGTERM handler never runs: if another
+    # rank already failed (a locked run directory), torchrun's SIGTERM would wait out its 30 s grace for
+    # SIGKILL. Nothing is written before the group exists, so until then SIGTERM simply ends this rank.
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.signal(signal.SIGTERM, signal.SIG_DFL) if main else None
+    try:
+        tdist.init_process_group(backend=backend, timeout=_dt.timedelta(seconds=spec.timeout_s))
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, handler)
     return device
 
 
