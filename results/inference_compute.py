@@ -2,13 +2,16 @@
 thinking and majority voting, evaluated with `rlvr eval` (no training).
 
     python results/inference_compute.py [MODEL] [OUT_DIR]      # default: builtin:tiny results/inference_compute
+    python results/inference_compute.py --from-records [OUT_DIR]   # re-derive from OUT_DIR/records alone
 
 Every row samples n = 16 responses for the same 64 held-out prompts with the same seed; rows differ
-only in the decoding protocol, and each record is labelled with it (budget_N, min_think_N). Each
-protocol is set against plain sampling paired by prompt (the bootstrap interval and exact McNemar test
-of `rlvr compare --control`, docs/statistics.md), then again with every row sampled under a sampling
-seed the table does not use (UNSEEN_SEED: does each verdict hold on other draws?), and the summary
-records the model's weights fingerprint and the code revision.
+only in the decoding protocol, and each record is labelled with it (budget_N, min_think_N). The eval
+records are kept (OUT_DIR/records/seed_S/LABEL.json, with the commands and the provenance line) and the
+summary is made from them, so anyone can re-test it with a future rule. Each protocol is set against plain
+sampling paired by prompt with rlvr's primary test (compare/crossed.py; one model, so the prompt-clustered
+paired test: its variance is the prompts' and the samples'), Holm over the protocols, with its MDE and
+secondary lines; then again with every row sampled under a sampling seed the table does not use
+(UNSEEN_SEED: does each verdict hold on other draws?); and the model's weights fingerprint and code revision.
 """
 
 from __future__ import annotations
@@ -42,66 +45,80 @@ def evaluate(model: str, flags: list[str], tmp: Path, seed: int | None = None) -
 
 def main(model: str = "builtin:tiny", out: str = "results/inference_compute") -> None:
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    rows = ["| protocol | label | pass@1 | pass@16 | maj@4 | maj@16 | mean length | forced |", "|---|---|---|---|---|---|---|---|"]
-    commands, records, unseen = [], [], []
+    records = out_dir / "records"
+    commands = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, flags in PROTOCOLS:
-            cmd, d = evaluate(model, flags, Path(tmp))
-            commands.append(cmd)
-            records.append((d.get("label") or "plain", d))
-            pk, mk = d["pass_at_k"], d["maj_at_k"]
-            forced = d.get("forced_frac")
-            rows.append(
-                f"| {name} | {d.get('label') or '-'} | {pk['1']:.3f} | {pk['16']:.3f} | {mk['4']:.3f} | {mk['16']:.3f} | "
-                f"{d['len_mean']:.1f} | {'-' if forced is None else f'{forced:.2f}'} |"
-            )
-        for name, flags in PROTOCOLS:
-            cmd, d = evaluate(model, flags, Path(tmp), UNSEEN_SEED)
-            commands.append(cmd)
-            unseen.append((d.get("label") or "plain", d))
+        for seed in (None, UNSEEN_SEED):
+            folder = records / f"seed_{seed or DEFAULT_SEED}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for _, flags in PROTOCOLS:
+                cmd, d = evaluate(model, flags, Path(tmp), seed)
+                commands.append(cmd)
+                if isinstance(d.get("weights"), str) and Path(d["weights"]).is_absolute():
+                    d["weights"] = Path(d["weights"]).name  # a cache folder of this machine: its name says which
+                (folder / f"{d.get('label') or 'plain'}.json").write_text(json.dumps(d) + "\n")
+    (records / "made.json").write_text(json.dumps({"model": model, "provenance": provenance(model),
+                                                   "commands": commands}, indent=1) + "\n")
+    summarise(out_dir)
+
+
+DEFAULT_SEED = 1234
+"""rlvr eval's default sampling seed: the table's rows."""
+
+
+def load(folder: Path) -> list[tuple[str, dict]]:
+    """The protocols' records of one sampling seed, in PROTOCOLS order: (label, record)."""
+    out = []
+    for _, flags in PROTOCOLS:
+        label = "plain" if not flags else f"{flags[0][2:].replace('-', '_')}_{flags[1]}"
+        out.append((label, json.loads((folder / f"{label}.json").read_text())))
+    return out
+
+
+def summarise(out_dir: Path) -> None:
+    """summary.md from OUT_DIR/records (what main wrote, or what is committed)."""
+    records = out_dir / "records"
+    made = json.loads((records / "made.json").read_text())
+    table = load(records / f"seed_{DEFAULT_SEED}")
+    unseen = load(records / f"seed_{UNSEEN_SEED}")
+    rows = ["| protocol | label | pass@1 | pass@16 | maj@4 | maj@16 | mean length | forced |", "|---|---|---|---|---|---|---|---|"]
+    for (name, _), (_, d) in zip(PROTOCOLS, table):
+        pk, mk = d["pass_at_k"], d["maj_at_k"]
+        forced = d.get("forced_frac")
+        rows.append(
+            f"| {name} | {d.get('label') or '-'} | {pk['1']:.3f} | {pk['16']:.3f} | {mk['4']:.3f} | {mk['16']:.3f} | "
+            f"{d['len_mean']:.1f} | {'-' if forced is None else f'{forced:.2f}'} |"
+        )
     text = (
-        f"# Inference-time compute on `{model}` (no training)\n\n"
+        f"# Inference-time compute on `{made['model']}` (no training)\n\n"
         "Same 64 held-out prompts, n = 16 samples each, same sampling seed; only the decoding protocol "
         "differs. Budget forcing stops the thought at N tokens and appends the answer marker `#`; "
         "min-think forbids `#` and EOS before N tokens. maj@k is the self-consistency vote over k samples.\n\n"
         + "\n".join(rows)
-        + "\n\nEach protocol against plain sampling, paired by prompt (protocol - plain; 95% percentile "
-        "bootstrap over the 64 prompts, 10,000 resamples, seed 0, Bonferroni-widened over the "
-        f"{len(records) - 1} protocols; exact McNemar on per-prompt majority correctness, Holm-adjusted):\n\n"
-        + against_plain(records)
+        + "\n\nEach protocol against plain sampling, paired by prompt (protocol - plain; rlvr's primary test on "
+        f"per-prompt pass@1, Holm over the {len(table) - 1} protocols, intervals simultaneous over them, MDE at 80% "
+        "power; one model, so the variance is the prompts' and the samples'; docs/statistics.md):\n\n"
+        + against_plain(table)
         + f"\n\nThe same, every row sampled with seed {UNSEEN_SEED}, which the table does not use (do the "
         "verdicts hold on other draws?):\n\n"
         + against_plain(unseen)
-        + "\n\n" + provenance(model)
-        + "\n\nCommands:\n\n```bash\n" + "\n".join(commands) + "\n```\n"
+        + "\n\n" + made["provenance"]
+        + "\n\nRecords: `records/` (re-derive with `python results/inference_compute.py --from-records`). Commands:\n\n"
+        "```bash\n" + "\n".join(made["commands"]) + "\n```\n"
     )
     (out_dir / "summary.md").write_text(text)
     print(text)
 
 
 def against_plain(records: list[tuple[str, dict]]) -> str:
-    """One line per protocol: its pass@1 against plain sampling's, paired by prompt, with a verdict."""
-    from rlvr_cli.compare.paired import (
-        ALPHA, arm_from_records, holm, pair_arms, paired_difference, paired_mcnemar, per_prompt_scores, legacy_verdict as verdict,  # the rule these results were judged by (docs/statistics.md)
-    )
+    """One line per protocol against plain sampling (`rlvr compare`'s sentence: verdict, MDE, secondary)."""
+    from rlvr_cli.compare.against import compare_records
+    from rlvr_cli.compare.summary import arm_sentence
 
     (name0, plain), others = records[0], records[1:]
-    control = arm_from_records(name0, [None], [plain])
-    found = []
-    for name, rec in others:
-        pairing = pair_arms(control, arm_from_records(name, [None], [rec]))
-        diff = paired_difference(per_prompt_scores(pairing.control), per_prompt_scores(pairing.other),
-                                 confidence=1 - ALPHA / len(others))
-        found.append((name, diff, paired_mcnemar(pairing)))
-    adjusted = holm([t.p_value if t is not None else None for _, _, t in found])
-    lines = []
-    for (name, diff, test), p in zip(found, adjusted):
-        mc = (f"; McNemar {test.only_control} prompts right only under plain sampling vs {test.only_other}, "
-              f"Holm p = {p:.2g}") if test is not None else ""
-        lines.append(f"- `{name}`: **{verdict(diff, test, p)}**, pass@1 {diff.mean:+.3f} "
-                     f"[{diff.low:+.3f}, {diff.high:+.3f}]{mc}")
-    return "\n".join(lines)
+    found = compare_records((name0, [plain]), [(name, [rec]) for name, rec in others])
+    return "\n".join("- " + arm_sentence(f"`{name}`", found["arms"][name], "plain sampling", None, None,
+                                          curve_line=False) for name, _ in others)
 
 
 def provenance(model: str) -> str:
@@ -117,4 +134,7 @@ def provenance(model: str) -> str:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    if sys.argv[1:2] == ["--from-records"]:
+        summarise(Path(sys.argv[2] if len(sys.argv) > 2 else "results/inference_compute"))
+    else:
+        main(*sys.argv[1:])

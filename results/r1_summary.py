@@ -1,13 +1,16 @@
 """Summarise the R1-style pipeline: each stage's final evaluation on the same held-out prompts and seed.
 
-    python results/r1_summary.py runs/experiments/r1 results/r1
+    python results/r1_summary.py runs/experiments/r1 results/r1      # from the runs: writes results/r1/records too
+    python results/r1_summary.py results/r1/records results/r1      # re-derive from the committed records alone
 
-Reads the runs' eval files (every stage evaluates n=16 samples on the same 64 held-out prompts
-with sampling seed 1234), their run.json (base weights, code revision) and the rejection-sampling file,
-and writes summary.md: each stage's numbers, each stage against the one before it paired by prompt
-(the bootstrap interval and exact McNemar test of `rlvr compare --control`, docs/statistics.md; one run
-per stage, so the interval covers the prompts and the samples, not training seeds), both RL stages re-run
-on training seed 3 against the same stage before them (the pipeline trains with seed 0), and provenance.
+From the runs it first writes per-prompt records (results/records.py's thin copy of each stage's run, and
+rejection.json: how many sampled responses rejection sampling kept), then summarises from the records, so the
+committed summary is what the records give. Every stage evaluates n=16 samples on the same 64 held-out
+prompts with sampling seed 1234. summary.md: each stage's numbers, each stage against the one before it
+paired by prompt with rlvr's primary test (compare/crossed.py; one run per stage: the prompt-clustered paired
+test, whose variance covers the prompts and the samples but not training seeds) with its MDE and secondary
+lines, both RL stages re-run on training seed 3 against the same stage before them (the pipeline trains with
+seed 0: does each verdict hold on a seed no stage used?), and provenance.
 """
 
 from __future__ import annotations
@@ -36,27 +39,20 @@ def last_eval(run: Path) -> dict | None:
 
 
 def stage_against_previous(prev: tuple[str, dict], cur: tuple[str, dict]) -> str:
-    """One line: pass@1 of ``cur`` - ``prev`` paired by prompt, its 95% bootstrap interval, McNemar, verdict."""
-    from rlvr_cli.compare.paired import (
-        arm_from_records, pair_arms, paired_difference, paired_mcnemar, per_prompt_scores, legacy_verdict as verdict,  # the rule these results were judged by (docs/statistics.md)
-    )
-    from rlvr_cli.errors import UserError
+    """One line: ``cur`` against ``prev`` paired by prompt, by the primary test with its MDE and the
+    secondary lines (`rlvr compare`'s sentence). Each pair of stages is its own question, tested at level
+    0.05 (no Holm family: the stages are a chain, not arms against one control)."""
+    from rlvr_cli.compare.against import compare_records
+    from rlvr_cli.compare.summary import arm_sentence
 
-    try:
-        a, b = (arm_from_records(name, [None], [rec]) for name, rec in (prev, cur))
-        pairing = pair_arms(a, b)
-        diff = paired_difference(per_prompt_scores(pairing.control), per_prompt_scores(pairing.other))
-        test = paired_mcnemar(pairing)
-    except UserError as e:
-        return f"- `{cur[0]}` against `{prev[0]}`: not paired ({e.problems[0]})"
-    mc = (f"; McNemar (majority) {test.only_control} prompts right only before vs {test.only_other} only after, "
-          f"p = {test.p_value:.2g}") if test is not None else ""
-    return (f"- `{cur[0]}` against `{prev[0]}`: **{verdict(diff, test)}**, pass@1 {diff.mean:+.3f} "
-            f"[{diff.low:+.3f}, {diff.high:+.3f}]{mc}")
+    arm = compare_records((prev[0], [prev[1]]), [(cur[0], [cur[1]])])["arms"][cur[0]]
+    return "- " + arm_sentence(f"`{cur[0]}`", arm, f"`{prev[0]}`", None, None, curve_line=False)
 
 
 def provenance(runs: Path) -> str:
     """The untrained start's weights fingerprint and the code revisions of the stages' runs."""
+    import yaml
+
     infos = {}
     for d in [d for d, _ in STAGES] + [d for d, _, _ in RERUNS]:
         try:
@@ -65,10 +61,25 @@ def provenance(runs: Path) -> str:
             continue
     first = infos.get(STAGES[0][0], {})
     revs = sorted({str(i.get("git_commit"))[:12] for i in infos.values() if i.get("git_commit")})
-    model = first.get("model") or "?"
-    model = model.get("ref", "?") if isinstance(model, dict) else model
+    try:
+        model = (yaml.safe_load((runs / STAGES[0][0] / "recipe.yaml").read_text()) or {}).get("model", {}).get("name", "?")
+    except (OSError, ValueError, AttributeError):
+        model = "?"
     return (f"Provenance: the pipeline starts from {model} (base weights {first.get('base_weights', 'not recorded')}); "
             f"code revision{'s' if len(revs) > 1 else ''}: {', '.join(revs) or 'not recorded'}.")
+
+
+def write_records(runs: Path, records: Path) -> None:
+    """Each stage's run as a thin copy (results/records.py) and rejection.json, the kept/sampled counts."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from records import thin_copy
+
+    for d in [d for d, _ in STAGES] + [d for d, _, _ in RERUNS]:
+        if (runs / d / "run.json").is_file():
+            thin_copy(runs / d, records / d)
+    counts = {name: sum(1 for _ in open(runs / f)) if (runs / f).is_file() else 0
+              for name, f in (("sampled", "3_samples.jsonl"), ("kept", "3_correct.jsonl"))}
+    (records / "rejection.json").write_text(json.dumps(counts) + "\n")
 
 
 def table_row(label: str, d: str, e: dict) -> str:
@@ -78,6 +89,9 @@ def table_row(label: str, d: str, e: dict) -> str:
 
 
 def main(runs: Path, out: Path) -> None:
+    if (runs / "3_samples.jsonl").is_file():  # the pipeline's runs: the summary comes from their records
+        write_records(runs, out / "records")
+        runs = out / "records"
     rows = ["| stage | run | step | pass@1 | pass@16 | maj@16 | mean length |", "|---|---|---|---|---|---|---|"]
     base = json.loads((runs / "2_rl" / "eval" / "step_0.json").read_text()) if (runs / "2_rl" / "eval" / "step_0.json").is_file() else None
     finals = []
@@ -89,10 +103,8 @@ def main(runs: Path, out: Path) -> None:
             rows.append(f"| {label} | {d} | - | - | - | - | - |")
             continue
         rows.append(table_row(label, d, e))
-    samples = runs / "3_samples.jsonl"
-    kept = runs / "3_correct.jsonl"
-    n_s = sum(1 for _ in open(samples)) if samples.is_file() else 0
-    n_k = sum(1 for _ in open(kept)) if kept.is_file() else 0
+    counts = json.loads((runs / "rejection.json").read_text()) if (runs / "rejection.json").is_file() else {}
+    n_s, n_k = counts.get("sampled", 0), counts.get("kept", 0)
     text = (
         "# R1-style pipeline: cold-start SFT -> RL -> rejection sampling -> SFT -> RL\n\n"
         "Commands: `bash results/r1_pipeline.sh` (recipes in `recipes/experiments/r1/`). Every stage is "
@@ -103,9 +115,9 @@ def main(runs: Path, out: Path) -> None:
     if base is not None:
         text += f"\nThe cold-start model as RL's step 0: pass@1 {base['pass_at_k']['1']:.3f}.\n"
     if len(finals) > 1:
-        text += ("\nEach stage against the one before it, paired by prompt (other - before; 95% percentile "
-                 "bootstrap over the 64 prompts, 10,000 resamples, seed 0; exact McNemar on per-prompt majority "
-                 "correctness; one run per stage, so training-seed noise is not in these intervals):\n\n"
+        text += ("\nEach stage against the one before it, paired by prompt (later - earlier; rlvr's primary test on "
+                 "per-prompt pass@1, each pair at level 0.05, MDE at 80% power; one run per stage, so training-seed "
+                 "noise is not in these intervals: the seed-3 re-runs below are the check; docs/statistics.md):\n\n"
                  + "\n".join(stage_against_previous(a, b) for a, b in zip(finals, finals[1:])) + "\n")
     evals = dict(finals)
     reruns = [(d, before, label, last_eval(runs / d)) for d, before, label in RERUNS]

@@ -71,8 +71,8 @@ def compare_to_control(variants: list[Variant], control: Variant, n_resamples: i
     for lbl in labels:
         different = _different_base(control, next(v for v in others if v.label == lbl), fingerprints or {})
         if different:
-            arm["verdict_withheld"] = different
-            arm["verdict"] = "withheld"
+            arms[lbl]["verdict_withheld"] = different
+            arms[lbl]["verdict"] = "withheld"
     if plan_target is not None:
         for lbl in labels:
             v = next(x for x in others if x.label == lbl)
@@ -117,6 +117,28 @@ def compare_to_base(variants: list[Variant], n_resamples: int = paired.N_RESAMPL
     _holm_family(arms, tests)
     return {"n_resamples": n_resamples, "seed": seed, "confidence": confidence, "alpha": paired.ALPHA,
             "power": crossed.POWER, "arms": arms}
+
+
+def compare_records(control: tuple[str, list[dict]], others: list[tuple[str, list[dict]]],
+                    seeds: list[int | None] | None = None, n_resamples: int = paired.N_RESAMPLES,
+                    seed: int = paired.BOOTSTRAP_SEED) -> dict:
+    """Arms given as eval records rather than runs: each (label, one record per training seed, in the
+    order of ``seeds``, None: one unnamed seed), each other arm against ``control`` with the primary
+    test, MDE, Holm family and secondary lines of :func:`compare_to_control` (no learning curves).
+    For results made by pipelines of `rlvr eval` / stage runs, not by a sweep (results/r1,
+    results/inference_compute). {"control", "confidence", "alpha", "power", "arms": {label: ARM}}."""
+    seeds = list(seeds) if seeds is not None else [None] * len(control[1])
+    m = max(1, len(others))
+    confidence = 1 - paired.ALPHA / m
+    arms: dict[str, dict] = {}
+    tests: dict[str, tuple | None] = {}
+    for label, records in others:
+        step = records[0].get("step") if records else None
+        arms[label], tests[label] = _tested((control[0], seeds, list(control[1])), (label, seeds, list(records)),
+                                            step, n_resamples, seed, confidence, m)
+    _holm_family(arms, tests)
+    return {"control": control[0], "n_resamples": n_resamples, "seed": seed, "confidence": confidence,
+            "alpha": paired.ALPHA, "power": crossed.POWER, "arms": arms}
 
 
 def _holm_family(arms: dict[str, dict], tests: dict) -> list[str]:

@@ -279,3 +279,36 @@ def test_each_variant_is_tested_against_its_base_and_a_flat_one_is_not(tmp_path)
     compare_runs([str(r) for r in runs[2:]], tmp_path / "alone", n_resamples=200)  # one variant, no control arm
     alone, md = _summary(tmp_path / "alone")
     assert alone["variants"][0]["against_base"]["verdict"].startswith("not distinguishable") and "its base" in md
+
+
+def test_an_arm_from_other_base_weights_gets_its_verdict_withheld_not_a_crash(tmp_path):
+    runs = [write_arm(tmp_path, "ctl", 0, a=0.45, mid=40), write_arm(tmp_path, "up", 0, a=0.85, mid=40)]
+    for r, w in zip(runs, ("sha256:aaaa", "sha256:bbbb")):
+        info = json.loads((r / "run.json").read_text())
+        (r / "run.json").write_text(json.dumps({**info, "base_weights": w}))
+    compare_runs([str(r) for r in runs], tmp_path / "cmp", n_resamples=200)
+    summary, md = _summary(tmp_path / "cmp")
+    up = summary["variants"][1]["against_control"]
+    assert up["verdict"] == "withheld" and "sha256:bbbb" in up["verdict_withheld"]
+    assert up["pass@1"]["mean"] > 0.2  # the numbers are still shown, only the word is withheld
+    assert "verdict withheld (arm" in md
+
+
+def test_arms_given_as_eval_records_get_the_verdicts_their_runs_get(tmp_path):
+    """compare_records (the R1 pipeline's and the inference-compute table's path) equals compare_runs on the
+    same eval files: same primary test, Holm family and verdict, no runs needed."""
+    from rlvr_cli.compare.against import compare_records
+
+    runs = [write_arm(tmp_path, name, 0, a=a, mid=40) for name, a in (("ctl", 0.45), ("up", 0.85), ("same", 0.45))]
+    compare_runs([str(r) for r in runs], tmp_path / "cmp", n_resamples=500)
+    summary, _ = _summary(tmp_path / "cmp")
+    last = max(STEPS)
+    rec = [json.loads((r / "eval" / f"step_{last}.json").read_text()) for r in runs]
+    got = compare_records(("ctl", [rec[0]]), [("up", [rec[1]]), ("same", [rec[2]])], n_resamples=500)
+    for i, label in ((1, "up"), (2, "same")):
+        want = summary["variants"][i]["against_control"]
+        arm = got["arms"][label]
+        assert arm["verdict"] == want["verdict"] and arm["step"] == last
+        assert arm["pass@1"]["p_holm"] == pytest.approx(want["pass@1"]["p_holm"])
+        assert arm["pass@1"]["mde"] == pytest.approx(want["pass@1"]["mde"])
+    assert got["arms"]["up"]["verdict"] == "better" and got["arms"]["same"]["verdict"] != "better"
