@@ -17,7 +17,7 @@ MAX_JOBS = 4096
 
 
 def sweep(
-    specs: list[str] = typer.Argument(..., help="Sweep spec(s) (YAML): base recipe, arms, seeds, comparison; several share one pool of slots."),
+    specs: list[str] = typer.Argument(None, help="Sweep spec(s) (YAML): base recipe, arms, seeds, comparison; several share one pool of slots (none: --script items only)."),
     out: str | None = typer.Option(None, "--out", help="Directory of the runs (default: the spec's out, else runs/SPEC_NAME); one spec only."),
     jobs: int | None = typer.Option(None, "--jobs", min=1, max=MAX_JOBS, help="Runs at once (default: local, the cores over each run's threads; ray, all, as the cluster places them)."),
     threads: int | None = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="Set every run's torch threads (its `threads` field)."),
@@ -45,6 +45,9 @@ def sweep(
     interruptible()
 
     check_flags(backend_class(backend), address, bool(scripts))
+    specs = list(specs or [])
+    if not specs and not scripts:
+        raise UserError("nothing to run: give a sweep spec (YAML) or --script NAME=COMMAND")
     if out is not None and len(specs) > 1:
         raise UserError(f"--out: one spec only (got {len(specs)}); each spec's `out` says where its runs go")
     script_list = _scripts(scripts, Path(out) if out is not None else Path("runs"))

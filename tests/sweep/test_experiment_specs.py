@@ -68,6 +68,16 @@ def test_several_specs_may_not_plan_one_directory_and_out_and_script_are_checked
     assert r.code == 2 and "expected NAME=COMMAND" in r.stdout + r.stderr
 
 
+def test_scripts_alone_are_a_sweep_and_nothing_at_all_is_exit_2(tmp_path, cli, monkeypatch):
+    """`results/reproduce.py --only inference_compute` is a sweep of one script and no spec."""
+    monkeypatch.chdir(tmp_path)
+    r = cli("sweep", "--jobs", "1", "--script", "hi=echo hello")
+    assert r.code == 0, r.stdout + r.stderr
+    assert "hello" in (tmp_path / "runs" / "scripts" / "hi.log").read_text()
+    r = cli("sweep", "--jobs", "1")
+    assert r.code == 2 and "nothing to run" in r.stdout + r.stderr
+
+
 def test_the_experiments_plan_what_results_holds_and_continue_the_same_twelve_runs():
     plans = {name: load_plan(ROOT / "results" / name / "sweep.yaml") for name in EXPERIMENTS}
     for name, plan in plans.items():
