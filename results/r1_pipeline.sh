@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # R1-style multi-stage pipeline on the built-in task, end to end:
 #   cold-start SFT -> RL -> rejection sampling (sample + verify --keep correct) -> SFT -> RL
-#   and both RL stages again on an unseen training seed (step 6)
+#   and the RL and SFT stages again on an unseen training seed (step 6)
 # Run from the repository root: bash results/r1_pipeline.sh   (about 20 minutes on one core)
 set -euo pipefail
 OUT=runs/experiments/r1
@@ -20,9 +20,10 @@ rlvr verify "$OUT/3_samples.jsonl" --out "$OUT/3_correct.jsonl" --keep correct
 step recipes/experiments/r1/sft_stage2.yaml "$OUT/4_sft"
 # 5. RL again
 step recipes/experiments/r1/rl_stage2.yaml "$OUT/5_rl"
-# 6. both RL stages again on training seed 3 (the stages above train with seed 0), from the same models:
-#    does each RL stage's verdict against the stage before it hold on a seed no stage used?
+# 6. the RL stages and the SFT stage again on training seed 3 (the stages above train with seed 0), from the
+#    same models and data: does each stage's verdict against the stage before it hold on a seed no stage used?
 step recipes/experiments/r1/rl_stage1.yaml "$OUT/2_rl-seed3" --seed 3
+step recipes/experiments/r1/sft_stage2.yaml "$OUT/4_sft-seed3" --seed 3
 step recipes/experiments/r1/rl_stage2.yaml "$OUT/5_rl-seed3" --seed 3
 # every stage's last checkpoint on the same held-out prompts and seed
 python results/r1_summary.py "$OUT" results/r1

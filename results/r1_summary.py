@@ -9,7 +9,7 @@ committed summary is what the records give. Every stage evaluates n=16 samples o
 prompts with sampling seed 1234. summary.md: each stage's numbers, each stage against the one before it
 paired by prompt with rlvr's primary test (compare/crossed.py; one run per stage: the prompt-clustered paired
 test, whose variance covers the prompts and the samples but not training seeds) with its MDE and secondary
-lines, both RL stages re-run on training seed 3 against the same stage before them (the pipeline trains with
+lines, the RL and SFT stages re-run on training seed 3 against the same stage before them (the pipeline trains with
 seed 0: does each verdict hold on a seed no stage used?), and provenance.
 """
 
@@ -27,14 +27,21 @@ STAGES = [
 ]
 RERUNS = [
     ("2_rl-seed3", "1_cold_start", "RL (GRPO) from the cold start, training seed 3"),
+    ("4_sft-seed3", "2_rl", "SFT on rejection-sampled correct responses, training seed 3"),
     ("5_rl-seed3", "4_sft", "RL again, training seed 3"),
 ]
 """Each RL stage re-run on a training seed no stage uses, from the same model: (run, the stage it starts
 from, label). Its verdict against that stage is the stage's claim checked on an unseen seed."""
 
 
-def last_eval(run: Path) -> dict | None:
-    files = sorted((run / "eval").glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1]))
+WIDER = "num_prompts_256"
+"""`rlvr eval RUN --steps LAST --num-prompts 256`: the same checkpoints on 256 held-out prompts, for the
+comparisons whose difference is below the 64 prompts' MDE (WIDER_PAIRS)."""
+WIDER_PAIRS = [("2_rl", "4_sft"), ("4_sft", "5_rl"), ("2_rl", "4_sft-seed3"), ("4_sft", "5_rl-seed3")]
+
+
+def last_eval(run: Path, sub: str = "") -> dict | None:
+    files = sorted((run / "eval" / sub).glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1]))
     return json.loads(files[-1].read_text()) if files else None
 
 
@@ -77,6 +84,14 @@ def write_records(runs: Path, records: Path) -> None:
     for d in [d for d, _ in STAGES] + [d for d, _, _ in RERUNS]:
         if (runs / d / "run.json").is_file():
             thin_copy(runs / d, records / d)
+            wider = runs / d / "eval" / WIDER
+            if wider.is_dir():  # `rlvr eval RUN --num-prompts 256`'s files, kept beside the trainer's
+                (records / d / "eval" / WIDER).mkdir(exist_ok=True)
+                for f in wider.glob("step_*.json"):
+                    rec = json.loads(f.read_text())
+                    if isinstance(rec.get("weights"), str):
+                        rec["weights"] = Path(rec["weights"]).name  # a cache folder of this machine
+                    (records / d / "eval" / WIDER / f.name).write_text(json.dumps(rec))
     counts = {name: sum(1 for _ in open(runs / f)) if (runs / f).is_file() else 0
               for name, f in (("sampled", "3_samples.jsonl"), ("kept", "3_correct.jsonl"))}
     (records / "rejection.json").write_text(json.dumps(counts) + "\n")
@@ -123,11 +138,17 @@ def main(runs: Path, out: Path) -> None:
     reruns = [(d, before, label, last_eval(runs / d)) for d, before, label in RERUNS]
     reruns = [(d, before, label, e) for d, before, label, e in reruns if e is not None and before in evals]
     if reruns:
-        text += ("\nThe RL stages again on training seed 3, which no stage above uses, from the same model, each "
-                 "against the stage it starts from (paired as above):\n\n"
+        text += ("\nThe stages again on training seed 3, which no stage above uses, from the same model and data, "
+                 "each against the stage before it (paired as above):\n\n"
                  + "\n".join(rows[:2] + [table_row(label, d, e) for d, _, label, e in reruns]) + "\n\n"
                  + "\n".join(stage_against_previous((before, evals[before]), (d, e)) for d, before, _, e in reruns)
                  + "\n")
+    wider = [((a, last_eval(runs / a, WIDER)), (b, last_eval(runs / b, WIDER))) for a, b in WIDER_PAIRS]
+    wider = [(x, y) for x, y in wider if x[1] is not None and y[1] is not None]
+    if wider:
+        text += ("\nThe same checkpoints on 256 held-out prompts (`rlvr eval RUN --num-prompts 256`, n = 16; "
+                 "the 64 prompts above are among them), for the differences below the 64 prompts' MDE:\n\n"
+                 + "\n".join(stage_against_previous(x, y) for x, y in wider) + "\n")
     text += "\n" + provenance(runs) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text(text)

@@ -3,17 +3,20 @@
     python results/rederive.py                 # every results/**/sweep.yaml with a records/ folder beside it
     python results/rederive.py kl staleness    # some (the spec folders under results/)
     python results/rederive.py --check         # recompute into a scratch folder; exit 1 if a verdict differs
+    python results/rederive.py r1 inference_compute   # the pipelines' summaries, from their records/ by their scripts
 
 For each spec, the runs its sweep would compare (runs/experiments/NAME/ARM-seedK) are read from the thin
 copies in records/ARM-seedK (results/records.py), with the spec's own comparison settings (control, labels,
 smoothing, band), into the spec's comparison folder: summary.md, summary.json and the figure are what
 `rlvr sweep` wrote, recomputed by the rule of this checkout. A spec whose records are incomplete is compared
-on what is there, and says so.
+on what is there, and says so. The two results made by pipelines rather than sweeps (SCRIPTED: the R1 stages
+and the inference-compute table) are re-summarised by their own scripts from their records/.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -43,6 +46,44 @@ def argv_for(spec: Path) -> tuple[list[str], int, int]:
     return argv, len(found), len(runs)
 
 
+SCRIPTED = {
+    "r1": lambda out: ["results/r1_summary.py", "results/r1/records", str(out)],
+    "inference_compute": lambda out: ["results/inference_compute.py", "--from-records", str(out)],
+}
+"""Results made by a pipeline script: NAME -> the script's argv (after python) writing summary.md into OUT."""
+
+VERDICT_LINE = re.compile(r"^- \*\*(?P<label>[^*]+)\*\*: (?:\*\*(?P<word>[^*]+)\*\*|(?P<other>verdict withheld))"
+                          r".*?pass@1 (?P<d>[+-]\d\.\d+)")
+
+
+def script_verdicts(summary: Path) -> list[tuple[str, str, str]]:
+    """(label, verdict, pass@1 difference as printed) of every verdict line of a scripted summary.md, in order."""
+    out = []
+    for line in summary.read_text(encoding="utf-8").splitlines():
+        m = VERDICT_LINE.match(line)
+        if m:
+            out.append((m["label"], m["word"] or m["other"], m["d"]))
+    return out
+
+
+def rederive_script(name: str, check: bool) -> int:
+    """Re-summarise one scripted result from its records (into a scratch folder with --check); the failures."""
+    folder = ROOT / "results" / name
+    print(f"== results/{name} (records/ by its script)", flush=True)
+    if not check:
+        return subprocess.call([sys.executable, *SCRIPTED[name](folder.relative_to(ROOT))], cwd=ROOT) != 0
+    with tempfile.TemporaryDirectory(prefix="rlvr-rederive-") as scratch:
+        (Path(scratch) / "records").symlink_to(folder / "records")
+        rc = subprocess.call([sys.executable, *SCRIPTED[name](scratch)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        now = script_verdicts(Path(scratch) / "summary.md") if rc == 0 else []
+    then = script_verdicts(folder / "summary.md")
+    if now != then or not then:
+        print(f"  committed {then}, re-derived {now}", flush=True)
+        return 1
+    return 0
+
+
 def verdicts(summary: Path) -> dict:
     """{label: (verdict, pass@1 difference rounded to 1e-9)} of a summary.json's arms against the control."""
     out = {}
@@ -57,13 +98,15 @@ def main(args: list[str]) -> int:
     check = "--check" in args
     names = [a for a in args if a != "--check"]
     specs = sorted(p for p in (ROOT / "results").rglob("sweep.yaml") if (p.parent / "records").is_dir())
+    scripted = [n for n in SCRIPTED if (ROOT / "results" / n / "records").is_dir()]
     if names:
-        known = {str(s.parent.relative_to(ROOT / "results")) for s in specs}
+        known = {str(s.parent.relative_to(ROOT / "results")) for s in specs} | set(scripted)
         if set(names) - known:
             print(f"unknown or without records: {sorted(set(names) - known)} (known: {sorted(known)})", file=sys.stderr)
             return 2
         specs = [s for s in specs if str(s.parent.relative_to(ROOT / "results")) in names]
-    failed = 0
+        scripted = [n for n in scripted if n in names]
+    failed = sum(rederive_script(n, check) for n in scripted)
     for spec in specs:
         argv, found, planned = argv_for(spec)
         note = "" if found == planned else f" ({found} of {planned} runs have records)"

@@ -420,7 +420,8 @@ def arm_sentence(label: str, a: dict, control: str, curve: dict | None, control_
             word = f"verdict withheld ({a['verdict_withheld']})"
         else:
             word = f"**{word}**" + (" than" if word in ("better", "worse") else " from")
-        head = f"**{label}**: {word} {control} at step {a['step']}: {'; '.join(nums)}. {power_sentence(p1)}"
+        at = f" at step {a['step']}" if a["step"] is not None else ""  # records of `rlvr eval`: no training step
+        head = f"**{label}**: {word} {control}{at}: {'; '.join(nums)}. {power_sentence(p1)}"
         extra = []
         sc = a.get("seed_consistency")
         if sc:

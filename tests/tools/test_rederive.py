@@ -35,3 +35,24 @@ def test_a_changed_verdict_is_reported(tmp_path):
 
 def test_an_unknown_name_is_refused(capsys):
     assert rederive.main(["nope"]) == 2 and "nope" in capsys.readouterr().err
+
+
+def test_the_pipelines_summaries_come_back_from_their_records(capsys):
+    """results/r1 and results/inference_compute are made by scripts, not sweeps: their scripts re-summarise
+    from the committed records alone (no runs, no model) to the committed verdict lines."""
+    assert rederive.main(["--check", "r1", "inference_compute"]) == 0, capsys.readouterr().out
+    for name in ("r1", "inference_compute"):
+        lines = rederive.script_verdicts(ROOT / "results" / name / "summary.md")
+        assert len(lines) >= 5 and all(word in ("better", "worse", "not distinguishable at this budget")
+                                       for _, word, _ in lines), lines
+
+
+def test_a_changed_scripted_verdict_is_reported(tmp_path):
+    (tmp_path / "summary.md").write_text(
+        "- **`a`**: **better** than `b` at step 3: pass@1 +0.400 [+0.3, +0.5] (p 1e-9). MDE 0.1.\n"
+        "- **`c`**: **not distinguishable at this budget** from `b` at step 3: pass@1 -0.010 [-0.1, +0.1] (p 0.8).\n"
+        "- **`d`**: verdict withheld (other weights) `b` at step 3: pass@1 +0.020 [-0.1, +0.1] (p 0.7).\n"
+        "some prose with **bold**: pass@1 +0.9\n")
+    assert rederive.script_verdicts(tmp_path / "summary.md") == [
+        ("`a`", "better", "+0.400"), ("`c`", "not distinguishable at this budget", "-0.010"),
+        ("`d`", "verdict withheld", "+0.020")]
