@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -18,6 +19,9 @@ from rlvr_cli import run_files
 from rlvr_cli.compare.foreign import split_foreign
 from rlvr_cli.compare.run import Run, RunUnreadable, Skipped, to_frames, unreadable
 from rlvr_cli.metrics import upgrade_row
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Run", "RunUnreadable", "Skipped", "expand_run_dirs", "load_run", "load_runs"]
 
