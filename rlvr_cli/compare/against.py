@@ -126,14 +126,16 @@ def compare_records(control: tuple[str, list[dict]], others: list[tuple[str, lis
     order of ``seeds``, None: one unnamed seed), each other arm against ``control`` with the primary
     test, MDE, Holm family and secondary lines of :func:`compare_to_control` (no learning curves).
     For results made by pipelines of `rlvr eval` / stage runs, not by a sweep (results/r1,
-    results/inference_compute). {"control", "confidence", "alpha", "power", "arms": {label: ARM}}."""
+    results/inference_compute). An ARM's ``step`` is the records' step when every record of both arms
+    has the same one, else None. {"control", "confidence", "alpha", "power", "arms": {label: ARM}}."""
     seeds = list(seeds) if seeds is not None else [None] * len(control[1])
     m = max(1, len(others))
     confidence = 1 - paired.ALPHA / m
     arms: dict[str, dict] = {}
     tests: dict[str, tuple | None] = {}
     for label, records in others:
-        step = records[0].get("step") if records else None
+        steps = {rec.get("step") for rec in [*control[1], *records]}
+        step = steps.pop() if len(steps) == 1 else None  # stages of a pipeline: each arm its own step
         arms[label], tests[label] = _tested((control[0], seeds, list(control[1])), (label, seeds, list(records)),
                                             step, n_resamples, seed, confidence, m)
     _holm_family(arms, tests)
