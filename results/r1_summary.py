@@ -125,7 +125,8 @@ def main(runs: Path, out: Path) -> None:
         "Commands: `bash results/r1_pipeline.sh` (recipes in `recipes/experiments/r1/`). Every stage is "
         "evaluated with n = 16 samples on the same 64 held-out prompts and sampling seed.\n\n"
         + "\n".join(rows)
-        + f"\n\nRejection sampling kept {n_k} of {n_s} sampled responses ({100 * n_k / max(1, n_s):.0f}%) as SFT data.\n"
+        + (f"\n\nRejection sampling kept {n_k} of {n_s} sampled responses ({100 * n_k / max(1, n_s):.0f}%) as SFT data.\n"
+           if counts else "\n\nRejection sampling: no counts recorded (rejection.json).\n")
     )
     if base is not None:
         text += f"\nThe cold-start model as RL's step 0: pass@1 {base['pass_at_k']['1']:.3f}.\n"

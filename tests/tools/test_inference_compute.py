@@ -35,3 +35,9 @@ def test_every_protocol_is_judged_on_the_tables_seed_and_again_on_an_unseen_one(
     assert unseen.count("**not distinguishable at this budget**") == 5  # on the other seed nothing is right
     assert sum("--seed" in c for c in seen) == len(inference_compute.PROTOCOLS) and len(seen) == 2 * len(inference_compute.PROTOCOLS)
     assert f"--seed {inference_compute.UNSEEN_SEED} --out RECORD.json" in text
+    # the records are kept, and they alone give the same summary (no model, no sampling)
+    assert sorted(p.name for p in (tmp_path / "records").iterdir()) == [
+        "made.json", f"seed_{inference_compute.DEFAULT_SEED}", f"seed_{inference_compute.UNSEEN_SEED}"]
+    (tmp_path / "summary.md").unlink()
+    inference_compute.summarise(tmp_path)
+    assert (tmp_path / "summary.md").read_text() == text
