@@ -68,9 +68,12 @@ DEFAULT_SEED = 1234
 
 def load(folder: Path) -> list[tuple[str, dict]]:
     """The protocols' records of one sampling seed, in PROTOCOLS order: (label, record)."""
+    from rlvr_cli.evaluation.decoding import itc_label
+
     out = []
     for _, flags in PROTOCOLS:
-        label = "plain" if not flags else f"{flags[0][2:].replace('-', '_')}_{flags[1]}"
+        opt = dict(zip(flags[::2], map(int, flags[1::2])))
+        label = itc_label(opt.get("--budget"), opt.get("--min-think"), False) or "plain"  # rlvr eval's own label
         out.append((label, json.loads((folder / f"{label}.json").read_text())))
     return out
 
@@ -135,6 +138,11 @@ def provenance(model: str) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--from-records"]:
-        summarise(Path(sys.argv[2] if len(sys.argv) > 2 else "results/inference_compute"))
+        try:
+            summarise(Path(sys.argv[2] if len(sys.argv) > 2 else "results/inference_compute"))
+        except FileNotFoundError as e:
+            print(f"error: {e.filename}: no such record (make them with: python results/inference_compute.py)",
+                  file=sys.stderr)
+            sys.exit(2)
     else:
         main(*sys.argv[1:])

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 HOLD = textwrap.dedent("""
     import sys, time
@@ -43,8 +44,12 @@ def test_a_run_directory_in_use_is_exit_2_naming_the_holder(tmp_path):
                               env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         assert holder.stdout.readline().strip() == "holding"
+        started = time.monotonic()
         res = _train(tmp_path, "--out", str(run), "--set", f"model.name={tmp_path / 'no_model'}")
         _one_error(res, f"in use by process {holder.pid}")
+        # the other rank, still joining the process group, ends on torchrun's SIGTERM at once instead of
+        # waiting out torchrun's 30 s grace for SIGKILL (about 14 s here under load; 41-44 s before)
+        assert time.monotonic() - started < 36
     finally:
         holder.kill()
         holder.wait()
