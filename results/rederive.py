@@ -4,6 +4,7 @@
     python results/rederive.py kl staleness    # some (the spec folders under results/)
     python results/rederive.py --check         # recompute into a scratch folder; exit 1 if a verdict differs
     python results/rederive.py r1 inference_compute   # the pipelines' summaries, from their records/ by their scripts
+    python results/rederive.py prorl/prompts256        # a comparison made by hand, from its summary.json's runs
 
 For each spec, the runs its sweep would compare (runs/experiments/NAME/ARM-seedK) are read from the thin
 copies in records/ARM-seedK (results/records.py), with the spec's own comparison settings (control, labels,
@@ -16,6 +17,7 @@ and the inference-compute table) are re-summarised by their own scripts from the
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -66,16 +68,25 @@ def script_verdicts(summary: Path) -> list[tuple[str, str, str]]:
     return out
 
 
+def this_checkout() -> dict:
+    """The environment for a child that must import this checkout's rlvr_cli, installed or not (a script
+    under results/ has results/ on its path, not the repository root)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 def rederive_script(name: str, check: bool) -> int:
     """Re-summarise one scripted result from its records (into a scratch folder with --check); the failures."""
     folder = ROOT / "results" / name
     print(f"== results/{name} (records/ by its script)", flush=True)
     if not check:
-        return subprocess.call([sys.executable, *SCRIPTED[name](folder.relative_to(ROOT))], cwd=ROOT) != 0
+        return subprocess.call([sys.executable, *SCRIPTED[name](folder.relative_to(ROOT))], cwd=ROOT,
+                               env=this_checkout()) != 0
     with tempfile.TemporaryDirectory(prefix="rlvr-rederive-") as scratch:
         (Path(scratch) / "records").symlink_to(folder / "records")
-        rc = subprocess.call([sys.executable, *SCRIPTED[name](scratch)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+        rc = subprocess.call([sys.executable, *SCRIPTED[name](scratch)], cwd=ROOT, env=this_checkout(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         now = script_verdicts(Path(scratch) / "summary.md") if rc == 0 else []
     then = script_verdicts(folder / "summary.md")
     if now != then or not then:
@@ -94,30 +105,61 @@ def verdicts(summary: Path) -> dict:
     return out
 
 
+def argv_from_summary(summary: Path) -> list[str] | None:
+    """`rlvr compare` arguments that remake a comparison made by hand (no sweep.yaml beside it: the 256-prompt
+    re-evaluations, the 8-seed lag-8 comparison, your own task), read from its summary.json: the runs it
+    compared and its settings. None unless every run is a records folder committed under results/."""
+    d = json.loads(summary.read_text(encoding="utf-8"))
+    st, runs = d.get("settings"), [r.get("path") for r in d.get("runs", [])]
+    if not st or not runs or not all(r and r.startswith("results/") and (ROOT / r / "run.json").is_file()
+                                     for r in runs):
+        return None
+    argv = ["compare", *runs, "--out", str(summary.parent.relative_to(ROOT)), "--smooth", str(st["smooth"]),
+            "--band", st["band"], "--resamples", str(st["resamples"])]
+    argv += ["--label-by", st["label_by"]] if st.get("label_by") else []
+    return argv + (["--control", st["control"]] if st.get("control") else [])
+
+
+def targets() -> list[tuple[str, list[str], str]]:
+    """(name, `rlvr compare` argv, note) of every comparison under results/ that its records remake: each
+    sweep spec with a records/ folder, then each hand-made comparison whose runs are all records."""
+    out = []
+    for spec in sorted(p for p in (ROOT / "results").rglob("sweep.yaml") if (p.parent / "records").is_dir()):
+        argv, found, planned = argv_for(spec)
+        note = "" if found == planned else f" ({found} of {planned} runs have records)"
+        out.append((str(spec.parent.relative_to(ROOT / "results")), argv, note))
+    for summary in sorted((ROOT / "results").rglob("summary.json")):
+        folder = summary.parent
+        if (folder / "sweep.yaml").exists() or "records" in folder.parts or folder.name in SCRIPTED:
+            continue
+        argv = argv_from_summary(summary)
+        if argv:
+            out.append((str(folder.relative_to(ROOT / "results")), argv, " (by hand: runs and settings from its summary.json)"))
+    return out
+
+
 def main(args: list[str]) -> int:
     check = "--check" in args
     names = [a for a in args if a != "--check"]
-    specs = sorted(p for p in (ROOT / "results").rglob("sweep.yaml") if (p.parent / "records").is_dir())
+    compared = targets()
     scripted = [n for n in SCRIPTED if (ROOT / "results" / n / "records").is_dir()]
     if names:
-        known = {str(s.parent.relative_to(ROOT / "results")) for s in specs} | set(scripted)
+        known = {n for n, _, _ in compared} | set(scripted)
         if set(names) - known:
             print(f"unknown or without records: {sorted(set(names) - known)} (known: {sorted(known)})", file=sys.stderr)
             return 2
-        specs = [s for s in specs if str(s.parent.relative_to(ROOT / "results")) in names]
+        compared = [t for t in compared if t[0] in names]
         scripted = [n for n in scripted if n in names]
     failed = sum(rederive_script(n, check) for n in scripted)
-    for spec in specs:
-        argv, found, planned = argv_for(spec)
-        note = "" if found == planned else f" ({found} of {planned} runs have records)"
-        print(f"== {spec.relative_to(ROOT)}{note}", flush=True)
+    for name, argv, note in compared:
+        print(f"== results/{name}{note}", flush=True)
         if not check:
             failed += subprocess.call([sys.executable, "-m", "rlvr_cli", *argv], cwd=ROOT) != 0
             continue
         with tempfile.TemporaryDirectory(prefix="rlvr-rederive-") as scratch:
             i = argv.index("--out")
             committed = ROOT / argv[i + 1] / "summary.json"
-            argv[i + 1] = scratch
+            argv = [*argv[:i + 1], scratch, *argv[i + 2:]]
             rc = subprocess.call([sys.executable, "-m", "rlvr_cli", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
             now, then = (verdicts(Path(scratch) / "summary.json") if rc == 0 else {}), verdicts(committed)

@@ -236,10 +236,18 @@ def paired_variance(ms_p: float, ms_s: float, ms_e: float, prompts: int, seeds: 
     with weight -1) is optimistic at few seeds and called one recipe different from itself in 9% of null
     draws at 2 seeds, 32 prompts and an arm seed SD of 0.044 (and truncating the seed component at 0, 13-20%
     at 2 seeds and 512 prompts); this form stayed at or below 5% in every simulated setting
-    (tests/compare/test_compare_crossed.py, results/calibration). Example: MS_p 6.5, MS_s 13.5, MS_e 1.5,
-    P 3, S 2: Var = max(18.5, 13.5) / 6 = 3.083, df 1."""
+    (tests/compare/test_compare_crossed.py, results/calibration).
+
+    When every seed's mean difference is the same (MS_s = 0: it happens with discrete scores, pass^k on few
+    prompts) the t over seeds has no spread to divide by, and the formula above gave SE 0 and p 0 although
+    the per-prompt differences disagreed (results/real's pass^8 against the base: each of 2 seeds newly
+    solved 2 of 32 prompts, not the same 2). There the cell part MS_e / (P S) stands in for the seed part;
+    a general floor at MS_e is not used, because with S - 1 df it is far too conservative (it took the
+    null rate to 0% and the power on the real lag-8 drop at 2 seeds from 20% to 0%, results/calibration).
+    Example: MS_p 6.5, MS_s 13.5, MS_e 1.5, P 3, S 2: Var = max(18.5, 13.5) / 6 = 3.083, df 1."""
     crossed = ms_p + ms_s - ms_e
-    return max(crossed, ms_s) / (prompts * seeds), float(seeds - 1)
+    floor = ms_s if ms_s > 0 else ms_e
+    return max(crossed, floor) / (prompts * seeds), float(seeds - 1)
 
 
 def _unpaired_components(a: np.ndarray, b: np.ndarray, binom: list, n: int | None) -> Components:
@@ -264,12 +272,21 @@ def _finish(mean: float, comp: Components, prompts: int, seeds) -> CrossedTest:
     if comp.design == "one seed":
         df = prompts - 1
     se = math.sqrt(var)
-    if se == 0:
-        pv = 1.0 if mean == 0 else 0.0
+    if se == 0:  # every difference equal: no spread for a t statistic
+        pv = 1.0 if mean == 0 else constant_difference_p(prompts, seeds if comp.design != "one seed" else None)
     else:
         pv = float(2 * (stats.norm.sf(abs(mean) / se) if not math.isfinite(df) else stats.t.sf(abs(mean) / se, df)))
     pair = (seeds, seeds) if isinstance(seeds, int) else tuple(seeds)
     return CrossedTest(mean, se, df, pv, prompts, pair, comp)
+
+
+def constant_difference_p(prompts: int, seeds: int | tuple[int, int] | None) -> float:
+    """Two-sided p when every per-prompt difference is the same nonzero number (SE 0, so no t): the exact
+    sign test on the independent replicates the design has, all of one sign: 2 * 0.5^m, with m the prompts
+    for one seed, else the fewest of prompts and each arm's seeds (a seed-level claim cannot be surer than
+    its seed count allows). Example: 64 prompts, one seed: 2 * 0.5^64 = 1.08e-19; 32 prompts, 2 seeds: 0.5."""
+    m = prompts if seeds is None else min(prompts, *((seeds, seeds) if isinstance(seeds, int) else seeds))
+    return min(1.0, 2.0 * 0.5**m)
 
 
 def _matrix(x, which: str) -> np.ndarray:

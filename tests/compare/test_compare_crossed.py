@@ -22,6 +22,35 @@ def test_paired_variance_by_hand():
     assert var == pytest.approx(18.5 / 6) and df == 1.0  # the crossed estimate (above MS_s), df S - 1
     # the seed-level floor: MS_p below MS_e, so the crossed estimate is below MS_s / (P S): df S - 1
     assert crossed.paired_variance(1.0, 4.0, 2.0, 10, 3) == (pytest.approx(4.0 / 30), 2.0)
+    # seeds that agree by chance but not exactly keep the paired t over seeds (MS_s 0.5 below MS_e 2.0) ...
+    assert crossed.paired_variance(1.0, 0.5, 2.0, 10, 3) == (pytest.approx(0.5 / 30), 2.0)
+    # ... and seed means exactly equal (MS_s 0: no spread for the t) fall back to the cell part
+    assert crossed.paired_variance(1.0, 0.0, 2.0, 10, 3) == (pytest.approx(2.0 / 30), 2.0)
+
+
+def test_seeds_with_equal_means_but_different_prompts_keep_their_spread():
+    # results/real's pass^8 against the base: each seed newly solves 2 of 32 prompts, not the same 2, so the
+    # seed means agree exactly (MS_s 0). Without the cell part standing in this read +0.062 [+0.062, +0.062], p 0.
+    base = np.zeros((2, 32))
+    final = base.copy()
+    final[0, [3, 9]] = 1
+    final[1, [5, 20]] = 1
+    t = crossed.crossed_test(base, final, paired_seeds=True)
+    ms_p, ms_s, ms_e = crossed.two_way(final - base)
+    assert ms_s == 0 and ms_e > ms_p
+    assert t.se == pytest.approx(math.sqrt(ms_e / 64)) and t.df == 1.0
+    assert t.p_value > 0.2  # t = 0.0625 / 0.0318 = 1.97 on 1 df
+
+
+def test_constant_differences_get_the_sign_test_not_p_zero():
+    assert crossed.constant_difference_p(64, None) == pytest.approx(2 * 0.5**64)
+    assert crossed.constant_difference_p(32, 2) == 0.5 and crossed.constant_difference_p(32, (3, 4)) == 0.25
+    one = crossed.crossed_test(np.ones((1, 64)), np.zeros((1, 64)), paired_seeds=True)  # every prompt lost
+    assert one.se == 0 and one.p_value == pytest.approx(1.08e-19, rel=1e-2)
+    two = crossed.crossed_test(np.ones((2, 32)), np.zeros((2, 32)), paired_seeds=True)
+    assert two.se == 0 and two.p_value == 0.5  # two seeds cannot say more than a sign test on two seeds
+    same = crossed.crossed_test(np.ones((2, 8)), np.ones((2, 8)), paired_seeds=True)
+    assert same.p_value == 1.0
 
 
 def test_satterthwaite_and_mde_by_hand():

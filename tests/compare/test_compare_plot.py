@@ -34,3 +34,19 @@ def test_the_tools_panels_plot_table_metrics_with_their_labels():
         for key, _, legend in lines:
             assert key in metrics.BY_NAME and legend == metrics.label(key)
     assert len(plot.TOOLS_PANELS) % 2 == 0
+
+
+def test_saved_figures_are_a_function_of_the_figure_alone(tmp_path):
+    # a re-derived comparison must leave unchanged figures byte-identical (no date, no random element ids)
+    from matplotlib.figure import Figure
+
+    def draw(out):
+        fig = Figure(figsize=(3, 2))
+        ax = fig.add_subplot()
+        ax.fill_between([0, 1, 2], [0, 1, 0], [1, 2, 1], alpha=0.2)  # a <use>/<clipPath> with an id
+        ax.plot([0, 1, 2], [1, 0, 1])
+        out.mkdir()
+        return [p.read_bytes() for p in plot.save_figure(fig, out)]
+
+    first, second = draw(tmp_path / "a"), draw(tmp_path / "b")
+    assert first == second and b"dc:date" not in first[1]

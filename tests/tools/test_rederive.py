@@ -56,3 +56,23 @@ def test_a_changed_scripted_verdict_is_reported(tmp_path):
     assert rederive.script_verdicts(tmp_path / "summary.md") == [
         ("`a`", "better", "+0.400"), ("`c`", "not distinguishable at this budget", "-0.010"),
         ("`d`", "verdict withheld", "+0.020")]
+
+
+def test_hand_made_comparisons_are_remade_from_their_summary(capsys):
+    """A comparison made by hand (no sweep.yaml: the 256-prompt re-evaluations, the 8-seed lag-8 comparison,
+    your own task) is remade from its summary.json's runs and settings, when every run is a committed record."""
+    names = {n: argv for n, argv, _ in rederive.targets()}
+    assert {"prorl/prompts256", "variants/prompts256", "calibration/lag8_8seeds", "own_task_smollm2"} <= set(names)
+    argv = names["prorl/prompts256"]
+    assert argv[argv.index("--out") + 1] == "results/prorl/prompts256"
+    assert argv[argv.index("--control") + 1] == "kl.ref_reset_every=null"
+    assert rederive.main(["--check", "prorl/prompts256"]) == 0, capsys.readouterr().out
+
+
+def test_a_summary_whose_runs_are_not_records_is_not_a_target(tmp_path):
+    import json
+
+    s = {"settings": {"smooth": 5, "band": "minmax", "resamples": 10, "control": "a", "label_by": None},
+         "runs": [{"path": "runs/experiments/x/a-seed0"}]}
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    assert rederive.argv_from_summary(tmp_path / "summary.json") is None
