@@ -62,7 +62,10 @@ def test_hand_made_comparisons_are_remade_from_their_summary(capsys):
     """A comparison made by hand (no sweep.yaml: the 256-prompt re-evaluations, the 8-seed lag-8 comparison,
     your own task) is remade from its summary.json's runs and settings, when every run is a committed record."""
     names = {n: argv for n, argv, _ in rederive.targets()}
-    assert {"prorl/prompts256", "variants/prompts256", "calibration/lag8_8seeds", "own_task_smollm2"} <= set(names)
+    assert {"prorl/prompts256", "variants/prompts256", "calibration/lag8_8seeds", "own_task_smollm2",
+            "real/seeds_1_3", "staleness/six_seeds/corrections"} <= set(names)
+    corrections = names["staleness/six_seeds/corrections"]  # nested under a sweep's folder, still its own target
+    assert corrections[corrections.index("--control") + 1] == "lag8"
     argv = names["prorl/prompts256"]
     assert argv[argv.index("--out") + 1] == "results/prorl/prompts256"
     assert argv[argv.index("--control") + 1] == "kl.ref_reset_every=null"
